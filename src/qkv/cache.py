@@ -1,0 +1,70 @@
+"""KVCache: keys and values kept between calls, for decoding one token (or a chunk) at a time."""
+
+from __future__ import annotations
+
+from qkv import ops
+
+
+class KVCache:
+    """Keys and values of every position seen so far, along axis -2.
+
+    Pass it as ``cache=`` to ``MultiHeadAttention``: a prefill call stores the prompt's K/V, each
+    later call appends its own and attends over all of them; with ``causal=True`` (bottom-right
+    alignment) this equals one causal pass over the whole sequence. Storage grows by doubling,
+    so appending is amortised O(new tokens).
+    """
+
+    def __init__(self):
+        self._k = None  # (..., heads, capacity, d_k) buffer
+        self._v = None  # (..., heads, capacity, d_v) buffer
+        self.length = 0
+
+    def __len__(self) -> int:
+        return self.length
+
+    def reset(self) -> None:
+        self._k = self._v = None
+        self.length = 0
+
+    @property
+    def k(self):
+        """Cached keys (..., heads, length, d_k), or None before the first update."""
+        return None if self._k is None else self._k[..., : self.length, :]
+
+    @property
+    def v(self):
+        """Cached values (..., heads, length, d_v), or None before the first update."""
+        return None if self._v is None else self._v[..., : self.length, :]
+
+    def update(self, k, v):
+        """Append k (..., t, d_k) and v (..., t, d_v); return all keys and values so far."""
+        if k.shape[-2] != v.shape[-2]:
+            raise ValueError(f"k and v must add the same number of positions, got k "
+                             f"{tuple(k.shape)} and v {tuple(v.shape)}")
+        if self._k is not None:
+            for name, new, old in (("k", k, self._k), ("v", v, self._v)):
+                if new.shape[:-2] != old.shape[:-2] or new.shape[-1] != old.shape[-1]:
+                    raise ValueError(f"{name} must match the cached (..., length, d) shape "
+                                     f"{tuple(old.shape[:-2])} + (length, {old.shape[-1]}), "
+                                     f"got {tuple(new.shape)}")
+        t = k.shape[-2]
+        self._k = self._grown(self._k, k, t)
+        self._v = self._grown(self._v, v, t)
+        n = self.length
+        self._k[..., n : n + t, :] = k
+        self._v[..., n : n + t, :] = v
+        self.length = n + t
+        return self.k, self.v
+
+    def _grown(self, buf, new, t):
+        """buf with room for t more positions (capacity doubles), in new's library and dtype."""
+        xp = ops.namespace(new)
+        need = self.length + t
+        if buf is not None and buf.shape[-2] >= need and buf.dtype == new.dtype:
+            return buf
+        capacity = max(need, 2 * (buf.shape[-2] if buf is not None else 0), 16)
+        shape = (*new.shape[:-2], capacity, new.shape[-1])
+        grown = xp.zeros(shape, dtype=new.dtype, device=ops.device(new))
+        if buf is not None and self.length:
+            grown[..., : self.length, :] = buf[..., : self.length, :]
+        return grown

@@ -1,0 +1,184 @@
+"""The math steps of attention, one function per step, for any array library.
+
+Each function takes NumPy arrays or torch tensors (through the array API standard, via
+``array-api-compat``) and returns the same kind, so gradients flow when torch is used.
+Shapes follow one convention: (..., L, d) for one head's sequence, heads on axis -3.
+
+    x ──project──▶ q, k, v ──▶ scores = q·kᵀ ──·scale──▶ scaled ──÷τ──▶ tempered
+      ──mask──▶ masked ──softmax──▶ weights ──·v──▶ z ──W_O^h──▶ head_out ──Σ_h + b_O──▶ out
+"""
+
+from __future__ import annotations
+
+import math
+
+from array_api_compat import array_namespace, device, is_torch_array
+
+
+def namespace(*arrays):
+    """The array-API namespace shared by the given arrays (None entries ignored)."""
+    return array_namespace(*[a for a in arrays if a is not None])
+
+
+def as_floating(x, xp=None):
+    """x as a real floating array: integers and booleans become float64; complex is refused."""
+    xp = xp or namespace(x)
+    if xp.isdtype(x.dtype, "real floating"):
+        return x
+    if xp.isdtype(x.dtype, ("integral", "bool")):
+        return xp.astype(x, xp.float64)
+    raise TypeError(f"expected a real-valued array, got dtype {x.dtype}")
+
+
+def project(x, W, b=None):
+    """Project inputs into one space per head: x·W (+ b).
+
+    x (..., L, d_model) @ W (d_model, d)          -> (..., L, d)
+    x (..., L, d_model) @ W (heads, d_model, d)   -> (..., heads, L, d)
+    """
+    if W.ndim == 3:
+        x = x[..., None, :, :]  # (..., 1, L, d_model)
+    y = x @ W  # (..., [heads,] L, d)
+    if b is not None:
+        y = y + (b[:, None, :] if W.ndim == 3 else b)  # b: (heads, d) or (d,)
+    return y
+
+
+def split_heads(y, n_heads: int):
+    """(..., L, n_heads·d) -> (..., n_heads, L, d)."""
+    xp = namespace(y)
+    *lead, L, width = y.shape
+    y = xp.reshape(y, (*lead, L, n_heads, width // n_heads))  # (..., L, heads, d)
+    return xp.moveaxis(y, -2, -3)  # (..., heads, L, d)
+
+
+def merge_heads(y):
+    """(..., n_heads, L, d) -> (..., L, n_heads·d)."""
+    xp = namespace(y)
+    *lead, H, L, d = y.shape
+    y = xp.moveaxis(y, -3, -2)  # (..., L, heads, d)
+    return xp.reshape(y, (*lead, L, H * d))
+
+
+def _grouped(a, n_groups: int):
+    """(..., H, L, n) -> (..., G, H/G, L, n): query heads gathered by the K/V head they share."""
+    xp = namespace(a)
+    *lead, H, L, n = a.shape
+    return xp.reshape(a, (*lead, n_groups, H // n_groups, L, n))
+
+
+def _ungrouped(a):
+    """(..., G, r, L, n) -> (..., G·r, L, n)."""
+    xp = namespace(a)
+    *lead, G, r, L, n = a.shape
+    return xp.reshape(a, (*lead, G * r, L, n))
+
+
+def kv_groups(q, k) -> int:
+    """Number of query heads per K/V head: 1 unless k has fewer heads than q on axis -3."""
+    if q.ndim < 3 or k.ndim < 3 or q.shape[-3] == k.shape[-3]:
+        return 1
+    return q.shape[-3] // k.shape[-3]
+
+
+def scores(q, k):
+    """scores = q·kᵀ.
+
+    (..., L, d_k) @ (..., d_k, S) -> (..., L, S). When k has G < H heads, each K head serves
+    H/G query heads (grouped-query attention) without copying k.
+    """
+    xp = namespace(q, k)
+    kT = xp.matrix_transpose(k)  # (..., d_k, S)
+    if kv_groups(q, k) == 1:
+        return q @ kT  # (..., L, d_k) @ (..., d_k, S) -> (..., L, S)
+    G = k.shape[-3]
+    # (..., G, r, L, d_k) @ (..., G, 1, d_k, S) -> (..., G, r, L, S)
+    return _ungrouped(_grouped(q, G) @ kT[..., :, None, :, :])
+
+
+def scale(scores_, factor: float):
+    """scaled = scores · scale (scale = 1/√d_k by default)."""
+    return scores_ * factor
+
+
+def temper(scaled, tau: float):
+    """tempered = scaled / τ."""
+    return scaled / tau
+
+
+def apply_mask(tempered, mask):
+    """masked = where(mask, tempered, −inf); True = may attend."""
+    if mask is None:
+        return tempered
+    xp = namespace(tempered)
+    return xp.where(mask, tempered, -math.inf)
+
+
+def softmax(masked, mask=None):
+    """weights = exp(s − max s) / Σ exp(s − max s), row-wise over keys, computed in ≥ float32.
+
+    A row whose keys are all masked (decided from ``mask``) gets weights 0.
+    """
+    xp = namespace(masked)
+    if masked.dtype not in (xp.float32, xp.float64):
+        masked = xp.astype(masked, xp.float32)  # never below float32
+    if masked.shape[-1] == 0:
+        return masked
+    row_max = xp.max(masked, axis=-1, keepdims=True)  # (..., L, 1)
+    live = None if mask is None else xp.any(mask, axis=-1, keepdims=True)  # row sees any key
+    if live is not None:
+        row_max = xp.where(live, row_max, 0.0)
+    e = xp.exp(masked - row_max)  # (..., L, S)
+    total = xp.sum(e, axis=-1, keepdims=True)  # (..., L, 1)
+    if live is not None:
+        total = xp.where(live, total, 1.0)
+    return e / total
+
+
+def weighted_sum(weights, v, mask=None):
+    """z = weights·v.
+
+    (..., L, S) @ (..., S, d_v) -> (..., L, d_v); grouped-query aware like ``scores``.
+    Rows whose keys are all masked give z = 0.
+    """
+    xp = namespace(weights, v)
+    weights = xp.astype(weights, v.dtype) if weights.dtype != v.dtype else weights
+    if kv_groups(weights, v) == 1:
+        z = weights @ v  # (..., L, S) @ (..., S, d_v) -> (..., L, d_v)
+    else:
+        G = v.shape[-3]
+        # (..., G, r, L, S) @ (..., G, 1, S, d_v) -> (..., G, r, L, d_v)
+        z = _ungrouped(_grouped(weights, G) @ v[..., :, None, :, :])
+    if mask is not None:
+        z = xp.where(xp.any(mask, axis=-1, keepdims=True), z, 0.0)
+    return z
+
+
+def project_out(z, W_O, b_O=None):
+    """head_out = z_h·W_O^h per head; out = Σ_h head_out_h + b_O.
+
+    (..., heads, L, d_head) @ (heads, d_head, d_model) -> head_out (..., heads, L, d_model)
+    -> out (..., L, d_model)
+    """
+    xp = namespace(z, W_O)
+    head_out = z @ W_O  # (..., heads, L, d_model)
+    out = xp.sum(head_out, axis=-3)  # (..., L, d_model)
+    if b_O is not None:
+        out = out + b_O
+    return head_out, out
+
+
+def entropy(weights):
+    """Entropy −Σ w log w of each weight row in nats (0·log 0 = 0); exp(entropy) is the
+    effective number of attended keys."""
+    xp = namespace(weights)
+    safe = xp.where(weights > 0, weights, 1.0)
+    return -xp.sum(weights * xp.log(safe), axis=-1)
+
+
+def to_device_of(a, like):
+    """``a`` (array-like) converted to the array library and device of ``like``."""
+    xp = namespace(like)
+    if is_torch_array(like):
+        return xp.asarray(a, device=device(like))
+    return xp.asarray(a)
