@@ -1,0 +1,39 @@
+import numpy as np
+import pytest
+
+import qkv
+
+
+@pytest.mark.parametrize("chunks", [[5, 1, 1, 1], [1] * 8, [3, 2, 3]])
+def test_prefill_then_decode_equals_full_causal_pass(rng, chunks):
+    mha = qkv.MultiHeadAttention(12, 6, seed=0, n_kv_heads=3)
+    x = rng.normal(size=(2, sum(chunks), 12))
+    full = mha(x, causal=True)
+    cache, parts, start = qkv.KVCache(), [], 0
+    for n in chunks:
+        parts.append(mha(x[:, start:start + n], causal=True, cache=cache))
+        start += n
+    assert len(cache) == sum(chunks)
+    assert np.allclose(np.concatenate(parts, axis=1), full, rtol=0, atol=1e-14)
+
+
+def test_cache_grows_past_its_first_capacity(rng):
+    cache = qkv.KVCache()
+    ks = [rng.normal(size=(2, 1, 3)) for _ in range(40)]
+    for k in ks:
+        allk, allv = cache.update(k, 2 * k)
+    assert np.array_equal(allk, np.concatenate(ks, axis=1))
+    assert np.array_equal(allv, 2 * allk)
+
+
+def test_cache_refuses_a_changed_shape(rng):
+    cache = qkv.KVCache()
+    cache.update(np.zeros((2, 3, 4)), np.zeros((2, 3, 4)))
+    with pytest.raises(ValueError, match=r"k must match the cached"):
+        cache.update(np.zeros((3, 1, 4)), np.zeros((3, 1, 4)))
+
+
+def test_cache_with_context_is_refused(rng):
+    mha = qkv.MultiHeadAttention(4, 2, seed=0)
+    with pytest.raises(ValueError, match="cache="):
+        mha(np.zeros((1, 4)), np.zeros((3, 4)), cache=qkv.KVCache())

@@ -1,0 +1,89 @@
+"""Properties of attention that hold for any input (hypothesis)."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import qkv
+
+dims = st.integers(1, 7)
+
+
+@st.composite
+def qkv_inputs(draw, max_len=9):
+    L, S = draw(st.integers(1, max_len)), draw(st.integers(1, max_len))
+    d_k, d_v = draw(dims), draw(dims)
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(L, d_k)), rng.normal(size=(S, d_k)), rng.normal(size=(S, d_v)), rng
+
+
+@given(qkv_inputs(), st.floats(0.05, 10))
+def test_rows_sum_to_one_and_output_lies_within_v_range(inputs, tau):
+    q, k, v, _ = inputs
+    out, tr = qkv.attention(q, k, v, temperature=tau, return_trace=True)
+    assert np.allclose(tr.weights.sum(-1), 1.0, atol=1e-12)
+    assert np.all(tr.weights >= 0)
+    assert np.all(out >= v.min(0) - 1e-12) and np.all(out <= v.max(0) + 1e-12)
+
+
+@given(qkv_inputs())
+def test_permuting_keys_with_their_values_changes_nothing(inputs):
+    q, k, v, rng = inputs
+    p = rng.permutation(k.shape[0])
+    assert np.allclose(qkv.attention(q, k[p], v[p]), qkv.attention(q, k, v), atol=1e-12)
+
+
+@given(qkv_inputs(), st.floats(-50, 50))
+def test_adding_a_constant_to_a_score_row_changes_nothing(inputs, c):
+    q, k, v, _ = inputs
+    w = qkv.ops.softmax(qkv.ops.scores(q, k))
+    w_shift = qkv.ops.softmax(qkv.ops.scores(q, k) + c)
+    assert np.allclose(w, w_shift, atol=1e-12)
+
+
+@given(qkv_inputs())
+def test_masked_keys_have_no_influence(inputs):
+    q, k, v, rng = inputs
+    S = k.shape[0]
+    mask = rng.random(S) > 0.5
+    mask[rng.integers(S)] = True
+    k2, v2 = k.copy(), v.copy()
+    k2[~mask] = rng.normal(size=k2[~mask].shape) * 100  # change only hidden keys
+    v2[~mask] = rng.normal(size=v2[~mask].shape) * 100
+    a = qkv.attention(q, k, v, mask=mask)
+    assert np.allclose(a, qkv.attention(q, k2, v2, mask=mask), atol=1e-12)
+    assert np.allclose(a, qkv.attention(q, k[mask], v[mask]), atol=1e-12)
+
+
+@given(st.integers(2, 9), st.integers(0, 2**32 - 1))
+def test_changing_a_future_token_changes_no_past_output(T, seed):
+    rng = np.random.default_rng(seed)
+    mha = qkv.MultiHeadAttention(6, 3, seed=seed)
+    x = rng.normal(size=(T, 6))
+    t = int(rng.integers(1, T))
+    x2 = x.copy()
+    x2[t:] = rng.normal(size=x2[t:].shape)
+    a, b = mha(x, causal=True), mha(x2, causal=True)
+    assert np.allclose(a[:t], b[:t], atol=1e-14)
+
+
+@given(qkv_inputs(), st.floats(0.05, 10))
+def test_temperature_equals_dividing_the_scaled_scores(inputs, tau):
+    q, k, v, _ = inputs
+    d_k = q.shape[-1]
+    assert np.allclose(qkv.attention(q, k, v, temperature=tau),
+                       qkv.attention(q / tau, k, v), atol=1e-10)
+    assert np.allclose(qkv.attention(q, k, v, temperature=tau),
+                       qkv.attention(q, k, v, scale=1 / np.sqrt(d_k) / tau), atol=1e-12)
+
+
+@settings(max_examples=30)
+@given(st.integers(1, 9), st.integers(0, 2**32 - 1))
+def test_cached_decode_equals_full_pass(T, seed):
+    rng = np.random.default_rng(seed)
+    mha = qkv.MultiHeadAttention(8, 4, seed=seed, n_kv_heads=2)
+    x = rng.normal(size=(T, 8))
+    cache = qkv.KVCache()
+    steps = [mha(x[t:t + 1], causal=True, cache=cache) for t in range(T)]
+    assert np.allclose(np.concatenate(steps), mha(x, causal=True), atol=1e-13)
