@@ -89,3 +89,12 @@ def test_wrong_input_width_is_refused():
     mha = qkv.MultiHeadAttention(8, 2, seed=0)
     with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., length, d_model=8\), got \(3, 7\)"):
         mha(np.zeros((3, 7)))
+
+
+def test_scale_reaches_every_head(rng):
+    mha = qkv.MultiHeadAttention(8, 2, seed=0)
+    x = rng.normal(size=(3, 8))
+    _, tr = mha(x, scale=1.0, return_trace=True)
+    assert np.array_equal(tr.scaled, tr.scores) and tr.settings["scale"] == 1.0
+    _, tr = mha(x, return_trace=True)
+    assert np.allclose(tr.scaled, tr.scores / 2.0)  # 1/√d_head, d_head = 4

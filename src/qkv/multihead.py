@@ -114,9 +114,11 @@ class MultiHeadAttention:
 
     # ---- forward -----------------------------------------------------------------------------
 
-    def __call__(self, x, context=None, *, mask=None, causal=False, temperature=1.0,
-                 cache=None, return_trace=False):
+    def __call__(self, x, context=None, *, mask=None, causal=False, scale=None,
+                 temperature=1.0, cache=None, return_trace=False):
         """out = Σ_h z_h·W_O^h + b_O for x (..., L, d_model).
+
+        mask, causal, scale (default 1/√d_head), temperature: as in ``qkv.attention``.
 
         context (..., S, d_model): keys and values come from it (cross-attention).
         cache: a ``KVCache``; this call's K/V are appended and attention runs over all of them.
@@ -135,7 +137,7 @@ class MultiHeadAttention:
         v = ops.project(source, self.W_V, self.b_V)  # (..., n_kv_heads, S, d_head)
         if cache is not None:
             k, v = cache.update(k, v)
-        steps, settings = _steps(q, k, v, mask=mask, causal=causal, scale=None,
+        steps, settings = _steps(q, k, v, mask=mask, causal=causal, scale=scale,
                                  temperature=temperature)
         steps["head_out"], steps["out"] = ops.project_out(steps["z"], self.W_O, self.b_O)
         if not return_trace:
