@@ -22,7 +22,7 @@ venv: $(VENV)/.base
 dev: $(VENV)/.dev
 
 run: $(VENV)/.base
-	$(VENV)/bin/qkv
+	$(VENV)/bin/qkv explain
 
 test: $(VENV)/.dev
 	$(PY) -m pytest -q
