@@ -8,7 +8,7 @@ TORCH  := torch==2.13.0
 
 .PHONY: run test venv dev clean
 
-$(VENV)/.base:
+$(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
 	$(PIP) install -e .

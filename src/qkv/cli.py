@@ -57,7 +57,7 @@ def _unavailable(name: str, error: ImportError) -> click.Command:
     return command
 
 
-@click.group(cls=LazyGroup, lazy=COMMANDS, invoke_without_command=True,
+@click.group("qkv", cls=LazyGroup, lazy=COMMANDS, invoke_without_command=True,
              context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="qkv", prog_name="qkv")
 @click.pass_context

@@ -205,7 +205,9 @@ def report(c: AttentionDims) -> list[Section]:
         Section(title, tuple(head)),
         Section("sizes", tuple(sizes)),
         section("parameters of one attention layer" + (f" ({no_bias})" if no_bias else ""),
-                Table(("weight", "shape", "parameters"), tuple(rows))),
+                Table(("weight", "shape", "parameters"), tuple(rows)),
+                f"W_Q + W_K + W_V = {count(params['W_Q'] + params['W_K'] + params['W_V'])}; "
+                f"W_O = {count(params['W_O'])}"),
         section(f"scores at context T = {count(T)}", scores),
         section(f"forward FLOPs at T = {count(T)} (matmuls, 2 per multiply-add)",
                 Table(("part", "formula", "FLOPs"), tuple(frows)),

@@ -42,8 +42,7 @@ def weights_png(trace, path, *, query: int | None = None, head: int | None = Non
 
     fig, ax = plt.subplots(figsize=(size[0] / DPI, size[1] / DPI), dpi=DPI)
     try:
-        cmap = matplotlib.colormaps["Blues"].copy()
-        cmap.set_bad("#d0d0d0")
+        cmap = matplotlib.colormaps["Blues"].with_extremes(bad="#d0d0d0")
         img = ax.imshow(np.ma.masked_where(~allowed, w), cmap=cmap, vmin=0.0, vmax=1.0,
                         aspect="auto")
         fig.colorbar(img, ax=ax, label="weight")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import click
 
@@ -37,7 +38,7 @@ def echo_sections(sections, fmt: str) -> None:
 
         from qkv.report import render_rich
 
-        stream = click.get_text_stream("stdout")
+        stream = sys.stdout  # read at call time: click's test runner swaps it
         tty = stream.isatty()
         render_rich(sections, Console(file=stream, highlight=False,
                                       width=None if tty else 160, force_terminal=tty))

@@ -11,7 +11,7 @@ from qkv.commands.common import CliError, echo_sections, format_option
 from qkv.dims import MODELS, AttentionDims, model, report
 
 
-@click.command()
+@click.command(short_help="Sizes, parameters, FLOPs and memory of a configuration.")
 @click.option("--d-model", type=int, metavar="N", help="Width of x.  Example: --d-model 768")
 @click.option("--n-heads", type=int, metavar="H", help="Query heads.  Example: --n-heads 12")
 @click.option("--n-kv-heads", type=int, metavar="G",

@@ -75,7 +75,7 @@ def explain(preset, select, temperature, no_scale, causal, head, fmt, png):
         raise CliError(str(e)) from None
 
     if png:
-        _write_png(trace, png, i, head, scene.name)
+        _write_png(trace, png, i, head, f"{scene.name}, τ = {temperature:g}")
     if fmt == "json":
         click.echo(trace.to_json())
         return

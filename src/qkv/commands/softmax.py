@@ -10,7 +10,8 @@ import click
 from qkv.commands.common import CliError, echo_sections, format_option, positive_float
 
 
-@click.command(context_settings={"ignore_unknown_options": True})
+@click.command(short_help="The softmax refresher: e^(x/τ), their sum, the probabilities.",
+               context_settings={"ignore_unknown_options": True})
 @click.argument("scores", nargs=-1, type=float, required=True)
 @click.option("--temperature", "-t", type=float, default=1.0, show_default=True, metavar="T",
               help="τ > 0 divides every score first.  Example: -t 2")
