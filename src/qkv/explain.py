@@ -65,13 +65,14 @@ def labels(tokens, n: int) -> list[str]:
     return [t if toks.count(t) == 1 else f"{t}@{j}" for j, t in enumerate(toks)]
 
 
-def _matrix(a, rows: list[str], prefix: str, digits: int = 2, limit: int = 8) -> Table:
+def _matrix(a, rows: list[str], prefix: str, digits: int = 2, limit: int = 8,
+            highlight: int | None = None) -> Table:
     a = np.asarray(a)
     cols = [f"{prefix}[{c}]" for c in range(min(a.shape[1], limit))]
     more = a.shape[1] > limit
     body = tuple((rows[r], *(fmt(e, digits) for e in a[r, :limit]), *(("…",) if more else ()))
                  for r in range(a.shape[0]))
-    return Table(("", *cols, *(("…",) if more else ())), body)
+    return Table(("", *cols, *(("…",) if more else ())), body, highlight)
 
 
 def walkthrough(trace, i: int, *, head: int | None = None, weights: dict | None = None
@@ -113,7 +114,7 @@ def walkthrough(trace, i: int, *, head: int | None = None, weights: dict | None 
     if "x" in trace:
         x = trace["x"]
         sections.append(section(f"1. input vectors X ({x.shape[0]}×{x.shape[1]}, one row per token)",
-                                _matrix(x, rows, "x"),
+                                _matrix(x, rows, "x", highlight=i),
                                 f"selected query: {me} (position {i})"))
     sections.append(_projections(trace, i, rows, cols, where, pick, pick_kv, weights, head))
     sections.append(_scores(trace, i, rows, cols, pick, pick_kv, mask_row))
@@ -231,7 +232,8 @@ def _softmax(trace, i, rows, cols, pick, mask_row):
     e = np.where(mask_row, np.exp(np.where(mask_row, masked, top) - top), 0.0)
     table = Table(("key", "score", "scaled", "tempered", "masked", "e^(m−max)", "weight"),
                   tuple((cols[j], fmt(scores[j]), fmt(scaled[j]), fmt(tempered[j]),
-                         fmt(masked[j]), fmt(e[j], 3), fmt(w[j], 3)) for j in range(S)))
+                         fmt(masked[j]), fmt(e[j], 3), fmt(w[j], 3)) for j in range(S)),
+                  highlight=int(np.argmax(w)) if live else None)
     blocks.append(table)
     if live:
         blocks.append(f"weight = e^(masked − max) ÷ Σ e^(masked − max) = e^(…) ÷ "

@@ -19,6 +19,7 @@ class Table:
 
     columns: tuple[str, ...]
     rows: tuple[tuple[str, ...], ...]
+    highlight: int | None = None  # a row to stand out (the selected query, the strongest key)
 
     def __post_init__(self):
         for row in self.rows:
@@ -112,8 +113,8 @@ def render_rich(sections: list[Section], console=None) -> None:
                 for c, name in enumerate(b.columns):
                     t.add_column(name, justify="left" if c == 0 else "right",
                                  style="magenta" if c == 0 else None, no_wrap=True)
-                for r in b.rows:
-                    t.add_row(*r)
+                for n, r in enumerate(b.rows):
+                    t.add_row(*r, style="bold yellow" if n == b.highlight else None)
                 console.print(Padding(t, (0, 0, 0, 2), expand=False))
             else:
                 console.print(Text("  " + b), soft_wrap=True)
