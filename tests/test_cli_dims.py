@@ -44,7 +44,8 @@ def test_sizes_options_and_overrides():
     assert got["context"] == 256 and got["layers"] == 12
     assert got["parameters"]["b_O"] == 768 and got["params_per_layer"] == 2_362_368
     assert got["scores_per_head"] == 256 ** 2
-    biased = json.loads(run("--d-model", "8", "--n-heads", "2", "--bias", "--format", "json").stdout)
+    biased = run("--d-model", "8", "--n-heads", "2", "--bias", "--format", "json")
+    biased = json.loads(biased.stdout)
     assert biased["parameters"] == {"W_Q": 64, "W_K": 64, "W_V": 64, "W_O": 64,
                                     "b_Q": 8, "b_K": 8, "b_V": 8, "b_O": 8}
 

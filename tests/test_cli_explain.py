@@ -116,6 +116,20 @@ def test_multi_head_scene_shows_each_head_and_the_sum():
     assert f"head 1: z = [{', '.join(f'{e:.2f}' for e in z1[2])}]" in out
 
 
+@pytest.mark.parametrize("name", presets.names())
+@pytest.mark.parametrize("causal", [False, True])
+def test_every_scene_prints_the_engines_weights(name, causal):
+    scene = presets.load(name)
+    trace = scene.trace(causal=causal)
+    w = trace["weights"][..., 0, :, :] if scene.n_heads else trace["weights"]  # (L, S)
+    out = plain("--preset", name, *(["--causal"] if causal else []))
+    body = section(out, "4.")
+    header = next(n for n, line in enumerate(body) if line.startswith("key"))
+    printed = [line.split()[-1] for line in body[header + 1:header + 1 + len(scene.tokens)]]
+    assert printed == [f"{e:.3f}" for e in w[scene.select]]
+    assert "sum of weights = 1.000" in out
+
+
 def test_json_round_trips_through_trace_from_json():
     result = run("--preset", "bank", "--causal", "--format", "json")
     assert result.exit_code == 0

@@ -23,6 +23,7 @@ def test_a_bare_attention_trace_is_explained_with_index_labels():
     out = text(secs)
     assert "z[0] = [0.54, 2.19]" in out
     assert "q[0]·k[1] = 1.00×1.00 + 0.00×0.00 = 1.00" in out
+    assert text(walkthrough(trace, 0, head=0)) == out  # one head: head=0 is that head
 
 
 def test_a_fully_masked_query_is_said_so_and_prints_no_nan():

@@ -3,7 +3,8 @@
     d_head = d_model / n_heads          scores per head = T²        per layer = n_heads·T²
     params = W_Q (d_model × n_heads·d_head) + W_K, W_V (d_model × n_kv_heads·d_head)
              + W_O (n_heads·d_head × d_model) [+ biases]
-    FLOPs  = 2·T·d_model·(n_heads + 2·n_kv_heads)·d_head  (Q, K, V)  + 2·T·n_heads·d_head·d_model (W_O)
+    FLOPs  = 2·T·d_model·(n_heads + 2·n_kv_heads)·d_head (Q, K, V)
+             + 2·T·n_heads·d_head·d_model (W_O)
              + 2·n_heads·T²·d_head (q·kᵀ) + 2·n_heads·T²·d_head (weights·v)
     KV cache per token = 2·n_kv_heads·d_head·layers values
 

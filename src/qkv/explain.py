@@ -85,7 +85,9 @@ def walkthrough(trace, i: int, *, head: int | None = None, weights: dict | None 
     trace = trace.numpy()
     s = trace.settings
     heads = s.get("n_heads")
-    if heads and head is None:
+    if not heads:
+        head = None  # a trace without a head axis has one head; head= is ignored
+    elif head is None:
         head = 0
     if heads and not 0 <= head < heads:
         raise ValueError(f"head must be in [0, {heads}), got {head}")
@@ -113,8 +115,8 @@ def walkthrough(trace, i: int, *, head: int | None = None, weights: dict | None 
 
     if "x" in trace:
         x = trace["x"]
-        sections.append(section(f"1. input vectors X ({x.shape[0]}×{x.shape[1]}, one row per token)",
-                                _matrix(x, rows, "x", highlight=i),
+        title = f"1. input vectors X ({x.shape[0]}×{x.shape[1]}, one row per token)"
+        sections.append(section(title, _matrix(x, rows, "x", highlight=i),
                                 f"selected query: {me} (position {i})"))
     sections.append(_projections(trace, i, rows, cols, where, pick, pick_kv, weights, head))
     sections.append(_scores(trace, i, rows, cols, pick, pick_kv, mask_row))

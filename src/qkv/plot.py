@@ -57,7 +57,8 @@ def weights_png(trace, path, *, query: int | None = None, head: int | None = Non
         if query is not None:
             ax.add_patch(Rectangle((-0.5, query - 0.5), S, 1, fill=False, edgecolor="#d62728",
                                    linewidth=2.5))
-        ax.set_xticks(range(S), cols, rotation=45 if S > 6 else 0, ha="right" if S > 6 else "center")
+        tilt = S > 6
+        ax.set_xticks(range(S), cols, rotation=45 if tilt else 0, ha="right" if tilt else "center")
         ax.set_yticks(range(L), rows)
         ax.set_xlabel("keys")
         ax.set_ylabel("queries")

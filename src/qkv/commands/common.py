@@ -22,7 +22,8 @@ def format_option(*, json_ok: bool = True):
     return click.option(
         "--format", "fmt", type=click.Choice(choices), default="rich", show_default=True,
         help="rich: tables for the terminal (no colour codes when piped); plain: text; "
-             "markdown: for docs" + ("; json: machine-readable." if json_ok else "."))
+             "markdown: for docs" + ("; json: machine-readable." if json_ok else ".")
+             + "  Example: --format markdown")
 
 
 def echo_sections(sections, fmt: str) -> None:
