@@ -46,6 +46,13 @@ def test_huge_scores_do_not_overflow():
     assert all(math.isfinite(v) for v in got["exp"])
 
 
+def test_very_negative_scores_keep_their_exponentials_visible():
+    result = run("-1000", "-1001", "--format", "plain")
+    assert "e^(x/τ + 1000.00)" in result.output
+    assert f"1 + {math.exp(-1):.4g} = {1 + math.exp(-1):.4g}" in result.output
+    assert f"[{1 / (1 + math.exp(-1)):.2f}, {math.exp(-1) / (1 + math.exp(-1)):.2f}]" in result.output
+
+
 def test_rich_output_has_no_colour_codes_when_piped():
     result = run("2", "1", "0")
     assert result.exit_code == 0
@@ -57,6 +64,8 @@ def test_rich_output_has_no_colour_codes_when_piped():
     (("2", "1", "-t", "0"), "--temperature must be a finite number > 0, got 0.0"),
     (("2", "1", "-t", "-1"), "--temperature must be a finite number > 0, got -1.0"),
     (("2", "inf"), "scores must be finite numbers, got inf"),
+    (("2", "1", "-t", "1e-310"), "--temperature 1e-310 is too small for these scores: x/τ "
+                                 "overflows float64 (largest |x/τ| must stay below 1.8e308)"),
 ])
 def test_bad_input_exits_2_with_one_line(args, message):
     result = run(*args)

@@ -138,12 +138,17 @@ def formula(s: dict) -> list[str]:
     else:
         head = (f"softmax(mask(QKᵀ·c)/τ)·V with {shape}, c = {fmt(s['scale'], 3)} in place of "
                 f"1/√d_k")
-    lines = [f"Z = {head}, τ = {fmt(tau, 3)} → Z ({L}×{d_v})"]
+    lines = [f"Z = {head}, τ = {tau_text(tau)} → Z ({L}×{d_v})"]
     if s.get("n_heads"):
         lines[0] = f"per head: {lines[0]}"
         lines.append(f"out = Σ_h Z_h·W_O^h + b_O over {s['n_heads']} heads "
                      f"({s.get('n_kv_heads') or s['n_heads']} K/V heads)")
     return lines
+
+
+def tau_text(tau: float) -> str:
+    """τ with three decimals, or three significant digits when it is tiny or huge."""
+    return fmt(tau, 3) if 1e-3 <= tau < 1e6 else f"{tau:.3g}"
 
 
 def _is_default_scale(s) -> bool:
@@ -217,7 +222,7 @@ def _softmax(trace, i, rows, cols, pick, mask_row):
         blocks.append("scaled = score (scaling is off: the factor is 1, not 1/√d_k)")
     else:
         blocks.append(f"scaled = score × {fmt(factor, 4)} (a chosen factor in place of 1/√d_k)")
-    blocks.append(f"tempered = scaled ÷ τ = scaled ÷ {fmt(tau, 3)}"
+    blocks.append(f"tempered = scaled ÷ τ = scaled ÷ {tau_text(tau)}"
                   + (" (τ = 1 changes nothing)" if tau == 1 else
                      " (τ < 1 sharpens the weights)" if tau < 1 else
                      " (τ > 1 flattens the weights)"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import click
+import numpy as np
 
 from qkv import presets as scenes
 from qkv.commands.common import CliError, echo_sections, format_option, positive_float
@@ -69,11 +70,15 @@ def explain(preset, select, temperature, no_scale, causal, head, fmt, png):
         if not n_heads:
             head = None
     try:
-        trace = scene.trace(temperature=temperature, scaled=False if no_scale else None,
-                            causal=causal)
+        with np.errstate(over="ignore", invalid="ignore"):  # τ too small: refused below
+            trace = scene.trace(temperature=temperature, scaled=False if no_scale else None,
+                                causal=causal)
     except ValueError as e:
         raise CliError(str(e)) from None
 
+    if not np.isfinite(trace["tempered"]).all():
+        raise CliError(f"--temperature {temperature:g} is too small: scaled ÷ τ overflows float64 "
+                       f"(try τ ≥ 1e-300)")
     if png:
         _write_png(trace, png, i, head, f"{scene.name}, τ = {temperature:g}")
     if fmt == "json":

@@ -23,7 +23,7 @@ def softmax(scores, temperature, fmt):
     Examples:
       qkv softmax 2 1 0
       qkv softmax 2 1 0 --temperature 0.5
-      qkv softmax -- -1 0 1        (use -- before negative numbers)
+      qkv softmax -1 0 1 --format plain
     """
     import numpy as np
 
@@ -36,9 +36,13 @@ def softmax(scores, temperature, fmt):
     if bad:
         raise CliError(f"scores must be finite numbers, got {bad[0]}")
     x = np.asarray(scores, dtype=np.float64)
-    t = ops.temper(x, tau)  # (n,)
+    with np.errstate(over="ignore"):
+        t = ops.temper(x, tau)  # (n,)
+    if not np.isfinite(t).all():
+        raise CliError(f"--temperature {tau:g} is too small for these scores: x/τ overflows "
+                       f"float64 (largest |x/τ| must stay below 1.8e308)")
     p = ops.softmax(t)  # (n,), computed with the row max subtracted
-    shift = float(t.max()) if t.max() > 700 else 0.0  # e^710 overflows float64
+    shift = float(t.max()) if abs(t.max()) > 700 else 0.0  # e^710 overflows, e^-746 is 0
     e = np.exp(t - shift)
     if fmt == "json":
         click.echo(json.dumps({"scores": x.tolist(), "temperature": tau,
@@ -46,7 +50,8 @@ def softmax(scores, temperature, fmt):
                                "probabilities": p.tolist(),
                                "entropy": float(ops.entropy(p))}, indent=2))
         return
-    power = "x/τ" if shift == 0 else f"x/τ − {num(shift)}"
+    power = ("x/τ" if shift == 0 else f"x/τ − {num(shift)}" if shift > 0
+             else f"x/τ + {num(-shift)}")
     rows = tuple((f"x[{i}]", num(x[i]), num(t[i], 3), f"{e[i]:.4g}", num(p[i], 2), num(p[i], 4))
                  for i in range(x.size))
     ent = float(ops.entropy(p))
@@ -56,8 +61,8 @@ def softmax(scores, temperature, fmt):
              f"entropy = {num(ent, 3)} nats; effective number of choices = exp(entropy) = "
              f"{num(math.exp(ent))} of {x.size}"]
     if shift:
-        lines.insert(0, f"(every exponent is lowered by the max {num(shift)} so e^ does not "
-                        "overflow; the probabilities do not change)")
+        lines.insert(0, f"(the max {num(shift)} is subtracted from every exponent so e^ neither "
+                        "overflows nor underflows to 0; the probabilities do not change)")
     echo_sections([section(f"softmax with τ = {tau:g}",
                            Table(("", "x", "x/τ", f"e^({power})", "p", "p (4 d.p.)"), rows),
                            *lines)], fmt)
