@@ -168,6 +168,7 @@ def png_size(path) -> tuple[int, int]:
 
 
 def test_png_heatmap_has_the_expected_size_outline_and_masked_cells(tmp_path):
+    pytest.importorskip("matplotlib", reason="--png needs the plot extra (matplotlib)")
     import matplotlib.image
 
     causal, full = tmp_path / "causal.png", tmp_path / "full.png"
@@ -210,6 +211,7 @@ def test_errors_exit_2_with_one_line(args, message):
 
 
 def test_png_into_a_missing_folder_exits_2(tmp_path):
+    pytest.importorskip("matplotlib", reason="--png needs the plot extra (matplotlib)")
     result = run("--png", str(tmp_path / "no" / "such" / "w.png"))
     assert result.exit_code == 2
     assert result.output.strip().startswith("Error: cannot write the PNG to ")
