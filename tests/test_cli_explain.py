@@ -196,8 +196,8 @@ def test_png_heatmap_has_the_expected_size_outline_and_masked_cells(tmp_path):
     (("--select", "6"), "token index must be in [0, 6) for scene 'cat-sat', got 6"),
     (("-t", "0"), "--temperature must be a finite number > 0, got 0.0"),
     (("-t", "-2"), "--temperature must be a finite number > 0, got -2.0"),
-    (("-t", "1e-310"), "--temperature 1e-310 is too small: scaled ÷ τ overflows float64 (try "
-                       "τ ≥ 1e-300)"),
+    (("-t", "1e-310"), "temperature 1e-310 is too small for these scores: scaled ÷ τ "
+                       "overflows float64 (largest |scaled| = 2.10895); use τ ≥ 1.17e-308"),
     (("--head", "1"), "--head must be one of [0]: scene 'cat-sat' has a single head, got 1"),
     (("--preset", "two-heads", "--head", "2"),
      "--head must be one of [0, 1]: scene 'two-heads' has 2 heads, got 2"),
