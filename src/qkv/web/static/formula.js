@@ -20,7 +20,9 @@ function vector(a, digits = 2) {
   return m("mrow", {}, parts);
 }
 
-const line = (...parts) => m("math", { display: "block" }, m("mrow", {}, parts));
+// One aligned row of the derivation: left side (may be empty) | "= …"
+const row = (left, ...right) => m("mtr", {}, m("mtd", {}, left || m("mrow", {})),
+                                  m("mtd", {}, m("mrow", { displaystyle: "true" }, right)));
 
 export function renderFormula(box, view, t) {
   const st = t.settings;
@@ -33,26 +35,27 @@ export function renderFormula(box, view, t) {
   const divisor = (d, tau) => m("mrow", {},
     standard ? m("msqrt", {}, d) : unit ? null : mn(fmt(1 / st.scale, 3)),
     standard || !unit ? mo("·") : null, tau);
-  const mask = st.causal ? mi("mask") : null;
-  const wrap = (inner) => (mask ? m("mrow", {}, mask, mo("("), inner, mo(")")) : inner);
+  const wrap = (inner) => (st.causal ? m("mrow", {}, mi("mask"), mo("("), inner, mo(")")) : inner);
 
-  const symbolic = line(sub(mi("z"), tok), mo("="), mi("softmax"), mo("("),
+  const symbolic = row(sub(mi("z"), tok), mo("="), mi("softmax"), mo("("),
     wrap(m("mfrac", {}, m("mrow", {}, sub(mi("q"), tok), m("msup", {}, mi("K"), mi("T"))),
       divisor(sub(mi("d"), "k"), mi("τ")))), mo(")"), mi("V"));
   const scores = view.pick(t.steps.scores)[i];
-  const withNumbers = line(mo("="), mi("softmax"), mo("("),
+  const withNumbers = row(null, mo("="), mi("softmax"), mo("("),
     wrap(m("mfrac", {}, vector(scores), divisor(mn(String(dk)), mn(fmt(st.temperature, 3))))),
     mo(")"), mi("V"));
   const masked = view.pick(t.steps.masked)[i];
   const weights = view.pick(t.steps.weights)[i];
   const z = view.pick(t.steps.z)[i];
-  const softmaxLine = line(mo("="), mi("softmax"), mo("("), vector(masked), mo(")"), mi("V"),
+  const softmaxLine = row(null, mo("="), mi("softmax"), mo("("), vector(masked), mo(")"), mi("V"),
     mo("="), vector(weights, 3), mi("V"));
-  const result = line(mo("="), sub(mi("Σ"), "j"), sub(mi("w"), "j"), sub(mi("v"), "j"),
+  const result = row(null, mo("="), sub(mi("Σ"), "j"), sub(mi("w"), "j"), sub(mi("v"), "j"),
     mo("="), vector(z, 3));
   const legend = document.createElement("p");
   legend.className = "hint";
   legend.textContent = `Query “${tok}”; K and V have ${st.S} rows (one per key). ` +
     (standard ? `√d_k = √${dk}.` : unit ? "Scaling is off." : `scale = ${fmt(st.scale, 3)}.`);
-  box.replaceChildren(symbolic, withNumbers, softmaxLine, result, legend);
+  const math = m("math", { display: "block" },
+    m("mtable", {}, symbolic, withNumbers, softmaxLine, result));
+  box.replaceChildren(math, legend);
 }
