@@ -92,8 +92,8 @@ def test_default_view(watched, server_url):
     # the walkthrough is the engine's explain text
     assert "scores = q·kᵀ" in page.locator("#walkthrough").inner_text()
     # MathML renders natively: the formula has a real box and the selected z in it
-    assert page.locator("#formula math").count() == 4
-    assert page.locator("#formula math").first.bounding_box()["height"] > 10
+    assert page.locator("#formula math mtr").count() == 4
+    assert page.locator("#formula math").bounding_box()["height"] > 60  # laid out as math
     assert f"{z[2][0]:.3f}" in page.locator("#formula").inner_text()
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "web-default.png"), full_page=True)
