@@ -73,6 +73,13 @@ def z_row(page) -> np.ndarray:
         "#contrib tr.total td[id^=z-]", "els => els.map(e => Number(e.dataset.value))"))
 
 
+def wait_url(page, *parts: str) -> str:
+    """The page's URL once it holds every part (it follows the state within a few frames)."""
+    page.wait_for_function("(parts) => parts.every((p) => location.search.includes(p))",
+                           arg=list(parts))
+    return page.url
+
+
 def selected_token(page) -> str:
     return page.locator("#tokens button[aria-pressed=true]").inner_text()
 
@@ -88,7 +95,7 @@ def test_default_view(watched, server_url):
     np.testing.assert_allclose(z_row(page), z[2], rtol=1e-12)
     assert page.locator("#weights-sum").inner_text() == "1.000"
     assert page.locator("#tau-value").inner_text() == "1.00"
-    assert "preset=cat-sat" in page.url and "token=2" in page.url
+    wait_url(page, "preset=cat-sat", "token=2", "tau=1")
     # the walkthrough is the engine's explain text
     assert "scores = q·kᵀ" in page.locator("#walkthrough").inner_text()
     # MathML renders natively: the formula has a real box and the selected z in it
@@ -112,7 +119,7 @@ def test_click_a_token_selects_its_row(watched, server_url):
     assert page.locator("#heatmap tr.selected th").inner_text() == "cat"
     w, _ = single_head(CAT.x, CAT.W_Q, CAT.W_K, CAT.W_V)
     np.testing.assert_allclose(bar_weights(page), w[1], rtol=1e-12)
-    assert "token=1" in page.url
+    wait_url(page, "token=1")
 
 
 def test_tokens_are_keyboard_selectable(watched, server_url):
@@ -149,7 +156,7 @@ def test_tau_slider_changes_the_weights_which_still_sum_to_1(watched, server_url
         assert page.locator("#weights-sum").inner_text() == "1.000"
         peak[tau] = w.max()
     assert peak[0.05] > peak[0.144] > w1.max() > peak[2.04] > peak[10.0]  # low τ sharpens
-    assert "tau=2.04" in page.url
+    wait_url(page, "tau=2.04")
 
 
 def test_causal_gives_future_keys_weight_zero(watched, server_url):
@@ -170,7 +177,7 @@ def test_causal_gives_future_keys_weight_zero(watched, server_url):
     assert "masked" in (row.nth(4).get_attribute("class") or "")
     row.nth(4).hover()
     assert "masked[sat → the] = −∞ · masked" in page.locator("#hover").inner_text()
-    assert "causal=bottom-right" in page.url
+    wait_url(page, "causal=bottom-right")
 
 
 def test_editing_a_value_changes_the_output(watched, server_url):
@@ -223,8 +230,8 @@ def test_reloading_a_shared_url_restores_the_state(watched, server_url, browser)
         act()
         wait_render(page, before)
     page.locator("#stages button", has_text="scaled").click()
-    url, weights = page.url, bar_weights(page)
-    assert "preset=bank" in url and "token=6" in url and "stage=scaled" in url
+    url = wait_url(page, "preset=bank", "token=6", "tau=0.245&", "causal=bottom-right", "stage=scaled")
+    weights = bar_weights(page)
 
     other = browser.new_page()
     try:

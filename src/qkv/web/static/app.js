@@ -57,6 +57,15 @@ function readURL() {
   state.stage = stages.includes(p.get("stage")) ? p.get("stage") : "weights";
 }
 
+// Chromium throttles (and complains about) more than ~200 history updates per 10 s, which a
+// dragged slider would exceed: the URL follows the state at most every URL_DELAY ms.
+const URL_DELAY = 150;
+let urlTimer = null;
+
+function scheduleURL() {
+  if (urlTimer === null) urlTimer = setTimeout(() => { urlTimer = null; writeURL(); }, URL_DELAY);
+}
+
 function writeURL() {
   const p = new URLSearchParams({ preset: state.preset, token: String(state.select),
                                   tau: String(state.tau) });
@@ -108,8 +117,10 @@ async function compute() {
 function paint() {
   state.select = result.settings.select;
   syncControls();
-  writeURL();
+  scheduleURL();
+  const t0 = performance.now();
   render(result, context());
+  document.body.dataset.renderMs = (performance.now() - t0).toFixed(2);
   renders += 1;
   document.body.dataset.renders = String(renders);
   document.body.dataset.tau = String(result.settings.temperature);
@@ -145,7 +156,7 @@ function select(i) {
 
 function setStage(stage) {
   state.stage = stage;
-  writeURL();
+  scheduleURL();
   render(result, context());
 }
 

@@ -112,8 +112,13 @@ function table(label, matrix, rowLabels, highlight, digits = 2) {
       ...row.map((v) => h("td", { dataset: { value: v } }, fmt(v, digits)))))));
 }
 
+let qkvKey = null;
+
 function renderQKV(view, t) {
   const q = view.pick(t.steps.q), k = view.pickKV(t.steps.k), v = view.pickKV(t.steps.v);
+  const key = JSON.stringify([view.i, view.tokens, q, k, v]);  // τ, mask, scale leave them be
+  if (key === qkvKey) return;
+  qkvKey = key;
   $("qkv-tables").replaceChildren(table("q", q, view.tokens, view.i),
     table("k", k, view.tokens, view.i), table("v", v, view.tokens, view.i));
 }
@@ -140,29 +145,42 @@ function renderPipeline(view, t, ctx) {
   const finite = grid.flat().filter(Number.isFinite);
   const lo = stage === "weights" ? 0 : Math.min(...finite);
   const hi = stage === "weights" ? 1 : Math.max(...finite);
-  const cols = view.tokens;
-  const dense = cols.length > 12;
-  const rows = grid.map((row, r) => {
+  const shape = JSON.stringify([stage, view.tokens, view.i]);
+  const box = $("heatmap");
+  view.dense = view.tokens.length > 12;
+  if (box.dataset.shape !== shape) {
+    box.dataset.shape = shape;
+    box.replaceChildren(heatTable(view, stage, grid.length));
+  }
+  const rows = box.querySelectorAll("tbody tr");
+  grid.forEach((row, r) => {
     const mask = view.maskRow(r);
-    return h("tr", { class: r === view.i ? "selected" : null },
-      h("th", { scope: "row" }, view.tokens[r]),
-      ...row.map((v, c) => {
-        const hidden = mask && !mask[c];
-        const [bg, light] = shade(hi > lo ? (v - lo) / (hi - lo) : 0);
-        const td = h("td", {
-          class: [hidden ? "masked" : "", light ? "light" : ""].join(" ").trim() || null,
-          title: `${stage}[${view.tokens[r]}, ${cols[c]}] = ${fmt(v, 4)}${hidden ? " (masked)" : ""}`,
-          dataset: { value: v, label: `${stage}[${view.tokens[r]} → ${cols[c]}] = ${fmt(v, 4)}` +
-                                      (hidden ? " · masked" : "") },
-        }, dense ? "" : fmt(v, 2));
-        if (!hidden && Number.isFinite(v)) td.style.background = bg;
-        return td;
-      }));
+    const cells = rows[r].children;
+    row.forEach((v, c) => {
+      const hidden = Boolean(mask && !mask[c]);
+      const [bg, light] = shade(hi > lo ? (v - lo) / (hi - lo) : 0);
+      const td = cells[c + 1];
+      const label = `${stage}[${view.tokens[r]} → ${view.tokens[c]}] = ${fmt(v, 4)}` +
+                    (hidden ? " · masked" : "");
+      td.dataset.value = String(v);
+      td.dataset.label = label;
+      td.title = label;
+      td.classList.toggle("masked", hidden);
+      td.classList.toggle("light", light && !hidden);
+      td.style.background = !hidden && Number.isFinite(v) ? bg : "";
+      if (!view.dense) td.textContent = fmt(v, 2);
+    });
   });
-  $("heatmap").replaceChildren(h("table", { class: `heat${dense ? " dense" : ""}`, "data-stage": stage },
+}
+
+function heatTable(view, stage, L) {
+  const cols = view.tokens;
+  const rows = Array.from({ length: L }, (_, r) => h("tr", { class: r === view.i ? "selected" : null },
+    h("th", { scope: "row" }, view.tokens[r]), ...cols.map(() => h("td", {}))));
+  return h("table", { class: `heat${view.dense ? " dense" : ""}`, "data-stage": stage },
     h("thead", {}, h("tr", {}, h("th", { class: "corner" }, "query ↓ key →"),
       ...cols.map((c) => h("th", { scope: "col" }, c)))),
-    h("tbody", {}, rows)));
+    h("tbody", {}, rows));
 }
 
 // ---- the selected row: weights, contributions -------------------------------------------------
@@ -170,16 +188,23 @@ function renderPipeline(view, t, ctx) {
 function renderBars(view, t, sel) {
   const w = view.pick(t.steps.weights)[view.i];
   const mask = view.maskRow(view.i);
-  $("bars").replaceChildren(...w.map((x, j) => {
-    const fill = h("span", { class: "fill" });
-    fill.style.width = `${(100 * x).toFixed(2)}%`;
-    const hidden = mask && !mask[j];
-    return h("div", { class: `bar${hidden ? " masked" : ""}${j === view.i ? " self" : ""}`,
-                      dataset: { key: j, weight: x } },
+  const box = $("bars");
+  const shape = JSON.stringify([view.tokens, view.i]);
+  if (box.dataset.shape !== shape) {
+    box.dataset.shape = shape;
+    box.replaceChildren(...w.map((_, j) => h("div", {
+      class: `bar${j === view.i ? " self" : ""}`, dataset: { key: j } },
       h("span", { class: "label" }, view.tokens[j]),
-      h("span", { class: "track" }, fill),
-      h("span", { class: "value" }, hidden ? "0 · masked" : fmt(x, 3)));
-  }));
+      h("span", { class: "track" }, h("span", { class: "fill" })),
+      h("span", { class: "value" }))));
+  }
+  [...box.children].forEach((bar, j) => {
+    const hidden = Boolean(mask && !mask[j]);
+    bar.dataset.weight = String(w[j]);
+    bar.classList.toggle("masked", hidden);
+    bar.querySelector(".fill").style.width = `${(100 * w[j]).toFixed(2)}%`;
+    bar.querySelector(".value").textContent = hidden ? "0 · masked" : fmt(w[j], 3);
+  });
   const item = (term, value, id) => [h("dt", {}, term), h("dd", { id }, value)];
   $("weight-stats").replaceChildren(
     ...item("Σ weights", fmt(sel.weights_sum, 3), "weights-sum"),
