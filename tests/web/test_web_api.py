@@ -173,6 +173,8 @@ BAD = [  # (body, field named in the message, words the message must contain)
     ({"select": 6}, "select", "[0, 6)"),
     ({"select": -1}, "select", "greater than or equal to 0"),
     ({"select": 1.5}, "select", "valid integer"),
+    ({"select": "2"}, "select", "valid integer"),
+    ({"preset": "two-heads", "head": True}, "head", "valid integer"),
     ({"preset": "two-heads", "head": 2}, "head", "[0, 2)"),
     ({"head": 1}, "head", "single head"),
     ({"preset": "two-heads", "scaled": False}, "scaled", "always scales"),
@@ -254,3 +256,20 @@ def test_unknown_routes_and_methods_are_4xx_json(client):
     assert r.status_code == 404 and "Not Found" in r.json()["message"]
     r = client.get("/api/trace")
     assert r.status_code == 405 and json.loads(r.text)["message"]
+
+
+def test_the_limits_themselves_are_accepted_and_stay_finite(client):
+    # 64 tokens × 64 dims, every entry at ±1000, τ at its minimum: scores ~1e17, still finite
+    rng = np.random.default_rng(3)
+    x = 1000.0 * rng.choice([-1.0, 1.0], size=(64, 64))
+    W = 1000.0 * rng.choice([-1.0, 1.0], size=(3, 64, 64))
+    r = post(client, {"preset": "cat-sat", "tokens": [f"t{j}" for j in range(64)],
+                      "x": x.tolist(), "W_Q": [W[0].tolist()], "W_K": [W[1].tolist()],
+                      "W_V": [W[2].tolist()], "select": 63, "temperature": 0.001,
+                      "causal": True})
+    assert r.status_code == 200, r.text[:300]
+    trace = Trace.from_dict(r.json()["trace"])
+    w = trace["weights"]
+    assert np.isfinite(w).all() and np.isfinite(trace["z"]).all()
+    np.testing.assert_allclose(w.sum(axis=-1), 1.0, rtol=1e-12)
+    assert (w[np.triu_indices(64, k=1)] == 0).all()

@@ -47,7 +47,7 @@ class TraceRequest(BaseModel):
     W_V: Heads | None = Field(None, description="(n_heads, d_model, d_v)")
     W_O: Heads | None = Field(None, description="(n_heads, d_v, d_model); multi-head scenes only")
     b_O: Row | None = Field(None, description="(d_model,); multi-head scenes only")
-    select: int | None = Field(None, ge=0, lt=MAX_TOKENS,
+    select: int | None = Field(None, strict=True, ge=0, lt=MAX_TOKENS,
                                description="query token index; default: the preset's")
     temperature: float = Field(1.0, strict=True, allow_inf_nan=False, ge=TAU_MIN, le=TAU_MAX,
                                description="τ divides the scaled scores")
@@ -55,7 +55,7 @@ class TraceRequest(BaseModel):
                                 description="divide scores by √d_k; default: the preset's")
     causal: bool = Field(False, strict=True, description="hide keys after the query")
     align: Alignment = Field("bottom-right", description="causal alignment")
-    head: int | None = Field(None, ge=0, lt=MAX_HEADS,
+    head: int | None = Field(None, strict=True, ge=0, lt=MAX_HEADS,
                              description="head to explain in multi-head scenes (default 0)")
 
 
