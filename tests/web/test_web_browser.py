@@ -3,16 +3,17 @@ then shows, read back from the DOM and compared with an independent float64 refe
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
 
-from conftest import ARTIFACTS
 from qkv import presets
 from web_reference import multi_head, single_head
 
 CAT = presets.load("cat-sat")
+ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"  # gitignored; screenshots land here
 
 
 class Watch:
@@ -281,3 +282,15 @@ def test_every_preset_renders_cleanly(watched, server_url):
     assert selected_token(page) == presets.load("two-heads").tokens[2]
     assert page.locator("#error").is_hidden()
     assert watch.traces() >= len(presets.names())
+
+
+def test_a_broken_shared_url_falls_back_to_defaults(watched, server_url):
+    page, _ = watched
+    open_page(page, server_url + "/?preset=nope&token=99&tau=abc&head=5&stage=x&causal=sideways")
+    assert page.locator("#preset").input_value() == "cat-sat"
+    assert selected_token(page) == "sat"
+    assert page.locator("#tau-value").inner_text() == "1.00"
+    assert not page.locator("#causal").is_checked()
+    assert page.locator("#stages button[aria-checked=true]").inner_text() == "weights"
+    assert page.locator("#error").is_hidden()
+    wait_url(page, "preset=cat-sat&token=2&tau=1")
