@@ -1,0 +1,53 @@
+"""What a real model's forward pass hands back: one ``qkv.Trace`` per layer plus the output."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from qkv.trace import Trace
+
+# Steps whose axis -2 runs over positions, and those whose axis -1 does too (keys).
+_KEY_AXIS = ("scores", "scaled", "tempered", "masked", "weights")
+
+
+@dataclass
+class ModelTrace:
+    """A text run through a model: tokens, ids, a Trace per kept layer, final hidden states.
+
+    ``layers`` maps a layer index to that layer's attention ``Trace`` (steps x … out, heads on
+    axis 0, ``tokens`` set); ``hidden`` (L, d_model) is the last layer's output (after the final
+    norm for SmolLM2, as the checkpoint's reference implementation returns it).
+    """
+
+    model: str
+    tokens: list[str]
+    ids: list[int]
+    layers: dict[int, Trace]
+    hidden: np.ndarray
+
+    def layer(self, index: int) -> Trace:
+        if index not in self.layers:
+            raise ValueError(f"layer must be one of {sorted(self.layers)}, got {index}")
+        return self.layers[index]
+
+    @property
+    def weights(self) -> np.ndarray:
+        """Attention weights of every kept layer: (n_layers, n_heads, L, L)."""
+        return np.stack([self.layers[i]["weights"] for i in sorted(self.layers)])
+
+
+def one_sequence(trace: Trace, b: int, n: int, tokens: list[str]) -> Trace:
+    """Sequence ``b`` of a batched trace, cut to its ``n`` real positions (padding dropped)."""
+    steps = {}
+    for name, a in trace.steps.items():
+        a = a[b, ..., :n, :]  # (..., n, last)
+        steps[name] = a[..., :n] if name in _KEY_AXIS else a
+    settings = dict(trace.settings, L=n, S=n)
+    mask = settings.get("mask")
+    if mask is not None:
+        # the same for every head in these models: keep one (n, n) mask
+        mask = np.broadcast_to(mask, trace.steps["weights"].shape)[b, 0, :n, :n]
+        settings["mask"] = np.ascontiguousarray(mask)
+    return Trace(steps, settings, tokens=list(tokens))
