@@ -12,7 +12,7 @@ class TextModel:
     """A pretrained model whose attention runs through qkv's engine.
 
     Subclasses set ``name``, ``n_layers``, ``n_heads``, ``n_kv_heads``, ``d_model``, ``d_head``,
-    ``max_tokens`` (the context length), ``pad_id``, ``tokenizer``, ``dtype`` and implement
+    ``max_tokens`` (the context length), ``max_trace_tokens``, ``pad_id``, ``tokenizer``, ``dtype`` and implement
     ``_forward(ids (B, L), lengths (B,), keep) -> (hidden (B, L, d_model), {layer: Trace})``.
     """
 
@@ -26,22 +26,27 @@ class TextModel:
     pad_id: int
     tokenizer: Tokenizer
     dtype: np.dtype
+    max_trace_tokens: int = 512  # a trace holds ≈ 6·n_heads·L² numbers per layer
 
     def __repr__(self) -> str:
         return (f"<{type(self).__name__} {self.name!r}: {self.n_layers} layers × {self.n_heads} "
                 f"heads (K/V heads {self.n_kv_heads}), d_model {self.d_model}, d_head "
                 f"{self.d_head}, {np.dtype(self.dtype).name}>")
 
-    def encode(self, text: str) -> tuple[list[int], list[str]]:
-        """(ids, token labels) of a text, checked: not empty, within the context length."""
+    def encode(self, text: str, *, limit: int | None = None) -> tuple[list[int], list[str]]:
+        """(ids, token labels) of a text, checked: not empty, at most ``limit`` tokens (the
+        context length by default)."""
         if not isinstance(text, str):
             raise TypeError(f"text must be a str, got {type(text).__name__}")
         if not text.strip():
             raise ValueError(f"text must contain at least one non-space character, got {text!r}")
         ids, labels = self.tokenizer.encode(text)
-        if len(ids) > self.max_tokens:
-            raise ValueError(f"text is {len(ids)} tokens long; {self.name} reads at most "
-                             f"{self.max_tokens} tokens: shorten the text")
+        limit = self.max_tokens if limit is None else limit
+        if len(ids) > limit:
+            why = (f"{self.name}'s context is {self.max_tokens} tokens" if limit == self.max_tokens
+                   else f"a trace keeps every step of every layer, so it reads at most {limit} "
+                        f"tokens ({self.name}'s context is {self.max_tokens})")
+            raise ValueError(f"text is {len(ids)} tokens long; {why}: shorten the text")
         return ids, labels
 
     def tokenize(self, text: str) -> list[str]:
@@ -60,7 +65,8 @@ class TextModel:
         if isinstance(texts, str) or not texts:
             raise ValueError(f"texts must be a non-empty list of strings, got {texts!r}")
         keep = self._layers(layers)
-        encoded = [self.encode(t) for t in texts]
+        encoded = [self.encode(t, limit=min(self.max_tokens, self.max_trace_tokens))
+                   for t in texts]
         lengths = np.array([len(ids) for ids, _ in encoded])
         ids = np.full((len(texts), lengths.max()), self.pad_id, dtype=np.int64)  # (B, L)
         for b, (row, _) in enumerate(encoded):

@@ -48,9 +48,8 @@ class Generator:
         chat template (a user turn, then the assistant's).
         """
         _check_sampling(max_new_tokens, temperature, top_k)
+        self.encode(prompt)  # the prompt alone must be a non-empty str that fits
         ids, _ = self.encode(CHAT.format(prompt=prompt) if chat else prompt)
-        if not prompt.strip():
-            raise ValueError(f"prompt must contain at least one non-space character, got {prompt!r}")
         if len(ids) + max_new_tokens > self.max_tokens:
             raise ValueError(f"prompt ({len(ids)} tokens) + max_new_tokens ({max_new_tokens}) "
                              f"exceeds {self.name}'s context of {self.max_tokens} tokens")
