@@ -140,3 +140,15 @@ def test_missing_weights_package_says_how_to_install(monkeypatch):
 def test_missing_reader_library_names_the_extra():
     with pytest.raises(ModelNotInstalled, match=r"qkv\[models\]"):
         require("qkv_no_such_reader", model="smollm2-135m")
+
+
+def test_token_index_finds_labels_loosely_and_by_position():
+    tokens = ["The", " cat", " sat", "."]
+    assert models.token_index(tokens, " cat") == 1
+    assert models.token_index(tokens, "CAT") == 1
+    assert models.token_index(tokens, 2) == 2 and models.token_index(tokens, "3") == 3
+    assert models.token_index(tokens, -1) == 3
+    with pytest.raises(ValueError, match=r"token 'dog' is not in the text; choose one of"):
+        models.token_index(tokens, "dog")
+    with pytest.raises(ValueError, match=r"token index must be in \[0, 4\), got 4"):
+        models.token_index(tokens, 4)

