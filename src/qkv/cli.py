@@ -18,6 +18,8 @@ COMMANDS = {
     "presets": "qkv.commands.presets:presets",
     "softmax": "qkv.commands.softmax:softmax",
     "serve": "qkv.web.command:serve",
+    "heads": "qkv.models.commands:heads",
+    "generate": "qkv.models.commands:generate",
 }
 
 
@@ -73,6 +75,7 @@ def main(ctx: click.Context):
       qkv presets                              the built-in scenes
       qkv softmax 2 1 0                        the softmax refresher
       qkv serve --open                         the interactive simulator in your browser
+      qkv heads --model minilm-l6 --text "The bank raised rates"   a real model's heads
     """
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())

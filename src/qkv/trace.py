@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 # The project's one vocabulary for the steps, in data-flow order (DESIGN.md).
-STEPS = ("x", "q", "k", "v", "scores", "scaled", "tempered", "masked",
+# "rope" (rotary models only) holds q and k before rotation; "q" and "k" then hold them after.
+STEPS = ("x", "q", "k", "v", "rope", "scores", "scaled", "tempered", "masked",
          "weights", "z", "head_out", "out")
 
 FORMAT = "qkv.trace/1"

@@ -1,0 +1,96 @@
+"""Text generation for a causal model: prefill the KV caches once, then one token per step."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Iterator
+
+import numpy as np
+
+from qkv import ops
+from qkv.cache import KVCache
+
+CHAT = "<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n"
+
+
+@dataclass
+class Generated:
+    """One generated token and the attention that chose it.
+
+    ``weights`` (n_layers, n_heads, S): every head's attention row for the position whose
+    output predicted this token (the last prompt token, then each previous new token), over
+    the S positions seen so far.
+    """
+
+    id: int
+    text: str
+    weights: np.ndarray
+
+
+class Generator:
+    """Mixin for a causal TextModel with ``_forward(..., caches=, start=)`` and ``logits``."""
+
+    def next_logits(self, ids) -> np.ndarray:
+        """Logits for the token after ``ids``, by a full pass without a cache: (vocab,)."""
+        ids = np.asarray(ids, dtype=np.int64)[None]  # (1, L)
+        hidden, _ = self._forward(ids, np.array([ids.shape[1]]), keep=set())
+        return self.logits(hidden[0, -1])
+
+    def generate(self, prompt: str, max_new_tokens: int = 32, *, temperature: float = 0.0,
+                 top_k: int | None = None, seed=None, chat: bool = False
+                 ) -> Iterator[Generated]:
+        """Yield up to ``max_new_tokens`` new tokens, stopping after the end-of-turn token.
+
+        temperature 0 picks the most likely token (greedy); τ > 0 samples from
+        softmax(logits/τ) restricted to the ``top_k`` most likely tokens (all when None), with
+        ``numpy.random.default_rng(seed)``. ``chat=True`` wraps the prompt in the checkpoint's
+        chat template (a user turn, then the assistant's).
+        """
+        _check_sampling(max_new_tokens, temperature, top_k)
+        self.encode(prompt)  # the prompt alone must be a non-empty str that fits
+        ids, _ = self.encode(CHAT.format(prompt=prompt) if chat else prompt)
+        if len(ids) + max_new_tokens > self.max_tokens:
+            raise ValueError(f"prompt ({len(ids)} tokens) + max_new_tokens ({max_new_tokens}) "
+                             f"exceeds {self.name}'s context of {self.max_tokens} tokens")
+        rng = np.random.default_rng(seed)
+        caches = [KVCache() for _ in range(self.n_layers)]
+        step = np.asarray([ids], dtype=np.int64)  # (1, L): the whole prompt first (prefill)
+        start = 0
+        for _ in range(max_new_tokens):
+            hidden, traces = self._forward(step, None, keep=set(range(self.n_layers)),
+                                           caches=caches, start=start)
+            start += step.shape[1]
+            rows = np.stack([traces[i]["weights"][0, :, -1, :] for i in range(self.n_layers)])
+            token = _pick(self.logits(hidden[0, -1]), temperature, top_k, rng)
+            yield Generated(token, self.tokenizer.decode([token]), rows)
+            if token == self.eos_id:
+                return
+            step = np.asarray([[token]], dtype=np.int64)  # (1, 1)
+
+
+def _pick(logits, temperature: float, top_k: int | None, rng) -> int:
+    """The next token id: argmax when temperature is 0, else a sample from the tempered,
+    top-k-restricted softmax (qkv's softmax, float64)."""
+    if temperature == 0:
+        return int(np.argmax(logits))
+    tempered = logits.astype(np.float64) / temperature  # (vocab,)
+    keep = None
+    if top_k is not None and top_k < tempered.shape[-1]:
+        threshold = np.partition(tempered, -top_k)[-top_k]
+        keep = tempered >= threshold  # (vocab,) True = may be sampled
+    probs = ops.softmax(ops.apply_mask(tempered, keep), keep)
+    return int(rng.choice(probs.shape[-1], p=probs / probs.sum()))
+
+
+def _check_sampling(max_new_tokens, temperature, top_k) -> None:
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) \
+            or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not (
+            math.isfinite(temperature) and temperature >= 0):
+        raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got "
+                         f"{temperature!r}")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer))
+                              or top_k < 1):
+        raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")

