@@ -8,7 +8,7 @@ TORCH  := torch==2.13.0
 
 .PHONY: run test venv dev clean
 
-$(VENV)/.base:
+$(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
 	$(PIP) install -e .
@@ -22,7 +22,7 @@ venv: $(VENV)/.base
 dev: $(VENV)/.dev
 
 run: $(VENV)/.base
-	$(VENV)/bin/qkv
+	$(VENV)/bin/qkv explain
 
 test: $(VENV)/.dev
 	$(PY) -m pytest -q

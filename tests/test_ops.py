@@ -47,3 +47,21 @@ def test_as_floating_promotes_integers_and_refuses_complex():
     assert ops.as_floating(np.array([1, 2])).dtype == np.float64
     with pytest.raises(TypeError, match="real-valued"):
         ops.as_floating(np.array([1j]))
+
+
+def test_softmax_of_overflowed_scores_is_its_limit_not_nan():
+    # scaled/τ with a tiny τ overflows to +inf; the τ → 0 limit puts all weight on the max.
+    w = ops.softmax(np.array([[np.inf, 1.0, np.inf], [np.inf, -np.inf, 3.0]]))
+    assert w.tolist() == [[0.5, 0.0, 0.5], [1.0, 0.0, 0.0]]
+    w = ops.softmax(np.array([np.nan, 1.0]))
+    assert np.isnan(w).all()
+
+
+def test_temperature_too_small_for_the_float_range_is_refused():
+    import qkv
+
+    q, k = np.array([[1.0, 2.0]]), np.eye(2)
+    with pytest.raises(ValueError, match=r"temperature 1e-310 is too small.*overflows float64"):
+        qkv.attention_weights(q, k, temperature=1e-310)
+    w = qkv.attention_weights(q, k, temperature=1e-300)  # still representable: the argmax
+    assert w.tolist() == [[0.0, 1.0]]

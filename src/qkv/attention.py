@@ -63,6 +63,8 @@ def _steps(q, k, v, *, mask, causal, scale, temperature):
     steps["scores"] = ops.scores(q, k)  # (..., L, S)
     steps["scaled"] = ops.scale(steps["scores"], factor)
     steps["tempered"] = ops.temper(steps["scaled"], tau)
+    if tau < 1:
+        _check_no_overflow(xp, steps["scaled"], steps["tempered"], tau)
     steps["masked"] = ops.apply_mask(steps["tempered"], full_mask)
     steps["weights"] = ops.softmax(steps["masked"], full_mask)
     if v is not None:
@@ -138,6 +140,17 @@ def _effective_mask(xp, mask, align, q, k):
         tri = ops.to_device_of(masks.causal(L, S, align), q)  # (L, S)
         mask = tri if mask is None else xp.logical_and(mask, tri)
     return mask
+
+
+def _check_no_overflow(xp, scaled, tempered, tau: float) -> None:
+    """A τ so small that finite scaled scores become ±inf would lose which key wins."""
+    overflow = xp.isinf(tempered) & xp.isfinite(scaled)
+    if bool(xp.any(overflow)):
+        largest = float(xp.max(xp.abs(xp.where(overflow, scaled, 0.0))))
+        limit = largest / float(xp.finfo(tempered.dtype).max)
+        raise ValueError(f"temperature {tau:g} is too small for these scores: scaled ÷ τ "
+                         f"overflows {tempered.dtype} (largest |scaled| = {largest:g}); "
+                         f"use τ ≥ {limit:.3g}")
 
 
 def _scale_factor(scale, d_k: int) -> float:

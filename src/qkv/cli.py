@@ -1,33 +1,80 @@
-"""The ``qkv`` command."""
+"""The ``qkv`` command: a click group whose sub-commands load only when they are used.
+
+Each entry of ``COMMANDS`` names a click command as "module.path:attribute"; the module is
+imported the first time that command (or the command list in ``qkv --help``) needs it, so a
+command that pulls in torch, fastapi or matplotlib costs nothing to the others. Command modules
+keep their heavy imports inside the command function.
+"""
 
 from __future__ import annotations
 
-import argparse
-import sys
+import importlib
 
-from qkv import presets
-from qkv.explain import render_plain, walkthrough
+import click
+
+COMMANDS = {
+    "explain": "qkv.commands.explain:explain",
+    "dims": "qkv.commands.dims:dims",
+    "presets": "qkv.commands.presets:presets",
+    "softmax": "qkv.commands.softmax:softmax",
+}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="qkv", description="Walk through query-key-value attention on a built-in scene.",
-        epilog="example: qkv --preset two-token --select subject")
-    parser.add_argument("--preset", default=presets.DEFAULT,
-                        help=f"scene to explain, one of {presets.names()} (default: %(default)s)")
-    parser.add_argument("--select", default=None, help="query token (text or index)")
-    args = parser.parse_args(argv)
-    try:
-        scene = presets.load(args.preset)
-        sel = args.select
-        i = scene.select if sel is None else scene.index(int(sel) if sel.isdigit() else sel)
-    except ValueError as e:
-        parser.exit(2, f"qkv: error: {e}\n")
-    trace = scene.trace()
-    print(f"{scene.title}: {scene.lesson}\n")
-    print(render_plain(walkthrough(trace, i)))
-    return 0
+class LazyGroup(click.Group):
+    """A click group that imports a sub-command's module only when the command is looked up."""
+
+    def __init__(self, *args, lazy: dict[str, str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy)
+
+    def list_commands(self, ctx) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx, name: str):
+        if name in self.commands or name not in self.lazy:
+            return super().get_command(ctx, name)
+        module_name, _, attr = self.lazy[name].partition(":")
+        try:
+            command = getattr(importlib.import_module(module_name), attr)
+        except ImportError as e:  # an optional extra is not installed
+            return _unavailable(name, e)
+        if not isinstance(command, click.Command):
+            raise TypeError(f"COMMANDS[{name!r}] must name a click command, got "
+                            f"{type(command).__name__} at {self.lazy[name]}")
+        return command
+
+
+def _unavailable(name: str, error: ImportError) -> click.Command:
+    missing = error.name or str(error)
+
+    @click.command(name, help=f"(unavailable: needs {missing})",
+                   context_settings={"ignore_unknown_options": True})
+    @click.argument("args", nargs=-1, type=click.UNPROCESSED)
+    def command(args):
+        raise click.ClickException(f"'qkv {name}' needs the Python package {missing!r}, which "
+                                   f"is not installed: {error}")
+
+    return command
+
+
+@click.group("qkv", cls=LazyGroup, lazy=COMMANDS, invoke_without_command=True,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(package_name="qkv", prog_name="qkv")
+@click.pass_context
+def main(ctx: click.Context):
+    """Query-key-value attention with every number shown.
+
+    \b
+    Examples:
+      qkv explain                              the default scene, step by step
+      qkv explain --preset two-token --no-scale
+      qkv dims --model andrea-120m             sizes, parameters, FLOPs, memory
+      qkv presets                              the built-in scenes
+      qkv softmax 2 1 0                        the softmax refresher
+    """
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -1,27 +1,31 @@
 """A trace told step by step, with the real numbers, for one selected query token.
 
-``walkthrough(trace, i)`` returns sections (title, lines); ``render_plain`` joins them as text.
-The terminal, the web page and the docs all use these sections, so the prose lives here once.
+``walkthrough(trace, i, head=)`` returns ``Section`` objects (title, lines, and tables as blocks);
+``render_plain`` / ``render_markdown`` / ``render_rich`` (from ``qkv.report``) print them. The
+terminal, the web page and the docs all use these sections, so the prose lives here once.
+
+The steps follow the project's vocabulary:
+x → q, k, v → scores → scaled → tempered → masked → weights → z (→ head_out → out).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
 from qkv.ops import entropy
+from qkv.report import Section, Table, render_markdown, render_plain, render_rich, section
 
+__all__ = ["walkthrough", "Section", "Table", "render_plain", "render_markdown", "render_rich",
+           "fmt", "vec", "dot_terms", "labels"]
 
-@dataclass(frozen=True)
-class Section:
-    title: str
-    lines: tuple[str, ...]
+SMALL = 36  # matrices with at most this many entries are printed in full
 
 
 def fmt(x: float, digits: int = 2) -> str:
-    """A number as the walkthrough prints it: fixed decimals, −∞ for masked scores."""
+    """A number as the walkthrough prints it: fixed decimals, -inf for masked scores."""
+    x = float(x)
     if x == -math.inf:
         return "-inf"
     if x == math.inf:
@@ -29,122 +33,264 @@ def fmt(x: float, digits: int = 2) -> str:
     if math.isnan(x):
         return "nan"
     text = f"{x:.{digits}f}"
-    return "0." + "0" * digits if text == "-0." + "0" * digits else text
+    return text[1:] if text.startswith("-") and float(text) == 0 else text  # no "-0.00"
 
 
 def vec(a, digits: int = 2, limit: int = 8) -> str:
     """A vector as [a, b, c], abbreviated with … past ``limit`` entries."""
     a = np.asarray(a).ravel()
-    items = [fmt(float(e), digits) for e in a[:limit]]
+    items = [fmt(e, digits) for e in a[:limit]]
     if a.size > limit:
         items.append(f"… ({a.size} in all)")
     return "[" + ", ".join(items) + "]"
 
 
+def _factor(b: float, digits: int) -> str:
+    text = fmt(b, digits)
+    return f"({text})" if text.startswith("-") else text
+
+
 def dot_terms(q, k, digits: int = 2, limit: int = 8) -> str:
-    """q·k written out term by term: 1.00×0.50 + 0.20×(−1.00) + … = 0.71."""
-    terms = []
-    for a, b in list(zip(q, k))[:limit]:
-        b_text = fmt(float(b), digits)
-        terms.append(f"{fmt(float(a), digits)}×{'(' + b_text + ')' if b < 0 else b_text}")
-    if len(q) > limit:
+    """q·k written out term by term: 1.00×0.50 + 0.20×(-1.00) + … = 0.71."""
+    pairs = list(zip(np.ravel(q), np.ravel(k)))
+    terms = [f"{fmt(a, digits)}×{_factor(b, digits)}" for a, b in pairs[:limit]]
+    if len(pairs) > limit:
         terms.append("…")
-    return " + ".join(terms) + f" = {fmt(float(np.dot(q, k)), digits)}"
+    return " + ".join(terms) + f" = {fmt(np.dot(np.ravel(q), np.ravel(k)), digits)}"
 
 
-def _labels(trace, n):
-    toks = trace.tokens
-    return list(toks) if toks and len(toks) == n else [str(j) for j in range(n)]
+def labels(tokens, n: int) -> list[str]:
+    """Row names for n positions: the token, with @position added where a token repeats."""
+    toks = list(tokens) if tokens and len(tokens) == n else [str(j) for j in range(n)]
+    return [t if toks.count(t) == 1 else f"{t}@{j}" for j, t in enumerate(toks)]
 
 
-def walkthrough(trace, i: int, *, head: int | None = None) -> list[Section]:
-    """The five steps of attention for query i of a NumPy trace (one head when there are several)."""
+def _matrix(a, rows: list[str], prefix: str, digits: int = 2, limit: int = 8,
+            highlight: int | None = None) -> Table:
+    a = np.asarray(a)
+    cols = [f"{prefix}[{c}]" for c in range(min(a.shape[1], limit))]
+    more = a.shape[1] > limit
+    body = tuple((rows[r], *(fmt(e, digits) for e in a[r, :limit]), *(("…",) if more else ()))
+                 for r in range(a.shape[0]))
+    return Table(("", *cols, *(("…",) if more else ())), body, highlight)
+
+
+def walkthrough(trace, i: int, *, head: int | None = None, weights: dict | None = None
+                ) -> list[Section]:
+    """The steps of attention for query i of a trace (one head when there are several).
+
+    weights: optional {"W_Q", "W_K", "W_V"} (2-D, or 3-D with heads first) to print the
+    projections in full when they are small.
+    """
+    trace = trace.numpy()
     s = trace.settings
     heads = s.get("n_heads")
-    if heads and head is None:
+    if not heads:
+        head = None  # a trace without a head axis has one head; head= is ignored
+    elif head is None:
         head = 0
     if heads and not 0 <= head < heads:
         raise ValueError(f"head must be in [0, {heads}), got {head}")
-    pick = (lambda a: a[head]) if heads else (lambda a: a)
-    kv_head = head // (heads // (s.get("n_kv_heads") or heads)) if heads else None
-    pick_kv = (lambda a: a[kv_head]) if heads else (lambda a: a)
+    n_kv = s.get("n_kv_heads") or heads
+    kv_head = head // (heads // n_kv) if heads else None
+    pick = (lambda a: a[..., head, :, :]) if heads else (lambda a: a)
+    pick_kv = (lambda a: a[..., kv_head, :, :]) if heads else (lambda a: a)
 
-    q, k, v = pick(trace["q"]), pick_kv(trace["k"]), pick_kv(trace["v"])
-    w = pick(trace["weights"])[i]
-    L, S = pick(trace["weights"]).shape
-    rows, cols = _labels(trace, L), _labels(trace, S)
+    W = pick(trace["weights"])  # (L, S)
+    if W.ndim != 2:
+        raise ValueError(f"walkthrough explains one sequence: expected weights of shape "
+                         f"([n_heads,] L, S), got {tuple(trace['weights'].shape)}")
+    L, S = W.shape
+    if not -L <= i < L:
+        raise ValueError(f"query index must be in [0, {L}), got {i}")
+    i %= L
+    rows = labels(trace.tokens, L)
+    cols = labels(trace.key_tokens or (trace.tokens if S == L else None), S)
     me = rows[i]
-    mask_row = np.ones(S, bool) if s.get("mask") is None else np.broadcast_to(
-        s["mask"], pick(trace["weights"]).shape)[i]
+    mask = s.get("mask")
+    full = None if mask is None else np.broadcast_to(mask, trace["weights"].shape)
+    mask_row = np.ones(S, bool) if full is None else pick(full)[i]
+    where = f" (head {head})" if heads else ""
     sections = []
 
     if "x" in trace:
         x = trace["x"]
-        sections.append(Section("1. input vectors X", tuple(
-            f"{rows[j]:>10}  {vec(x[j])}" for j in range(x.shape[0]))))
-    where = f" (head {head})" if heads else ""
-    qkv_lines = [f"q[{me}] = x[{me}]·W_Q = {vec(q[i])}"]
-    qkv_lines += [f"{cols[j]:>10}  k = {vec(k[j])}   v = {vec(v[j])}" for j in range(S)]
-    sections.append(Section(f"2. query, keys and values{where}", tuple(qkv_lines)))
-
-    scores = pick(trace["scores"])[i]
-    best = int(np.argmax(np.where(mask_row, scores, -np.inf))) if S else None
-    score_lines = [f"score[{me}, {cols[j]}] = q·k = {fmt(float(scores[j]))}" for j in range(S)]
-    if best is not None:
-        score_lines.append(f"for example q[{me}]·k[{cols[best]}] = {dot_terms(q[i], k[best])}")
-    sections.append(Section("3. scores = q·kᵀ", tuple(score_lines)))
-
-    d_k, scale_, tau = s["d_k"], s["scale"], s["temperature"]
-    soft = []
-    if math.isclose(scale_, 1 / math.sqrt(d_k)) if d_k else False:
-        soft.append(f"scaled = scores ÷ √d_k = scores ÷ √{d_k} = scores ÷ {fmt(math.sqrt(d_k), 3)}")
-    else:
-        soft.append(f"scaled = scores × {fmt(scale_, 3)} (scaling {'off' if scale_ == 1 else 'set'})")
-    soft.append(f"scaled:   {vec(pick(trace['scaled'])[i], limit=S)}")
-    soft.append(f"tempered = scaled ÷ τ = scaled ÷ {fmt(tau, 3)}: "
-                f"{vec(pick(trace['tempered'])[i], limit=S)}")
-    hidden = [cols[j] for j in range(S) if not mask_row[j]]
-    if hidden:
-        why = f"causal ({s['causal']}): keys after {me} are hidden" if s.get("causal") else "mask"
-        soft.append(f"masked: {', '.join(hidden)} set to -inf ({why})")
-    else:
-        soft.append("masked: nothing is masked")
-    soft.append(f"weights = softmax(masked) = {vec(w, 3, limit=S)}")
-    soft.append(f"sum of weights = {fmt(float(w.sum()), 3)}")
-    ent = float(entropy(w))
-    soft.append(f"entropy = {fmt(ent, 3)} nats; effective number of attended tokens = "
-                f"exp(entropy) = {fmt(math.exp(ent), 2)} of {int(mask_row.sum())}")
-    sections.append(Section("4. scaled → tempered → masked → weights", tuple(soft)))
-
-    terms = w[:, None] * v  # (S, d_v): w_j·v_j
-    z = pick(trace["z"])[i]
-    out_lines = [f"{cols[j]:>10}  {fmt(float(w[j]), 3)} × {vec(v[j])} = {vec(terms[j])}"
-                 for j in range(S)]
-    for d in range(min(z.shape[-1], 8)):
-        parts = " + ".join(fmt(float(t)) for t in terms[:, d])
-        out_lines.append(f"z[{d}] = {parts} = {fmt(float(z[d]))}")
-    out_lines.append(f"z[{me}] = {vec(z)}")
-    sections.append(Section("5. z = Σ_j w_j·v_j", tuple(out_lines)))
-
+        title = f"1. input vectors X ({x.shape[0]}×{x.shape[1]}, one row per token)"
+        sections.append(section(title, _matrix(x, rows, "x", highlight=i),
+                                f"selected query: {me} (position {i})"))
+    sections.append(_projections(trace, i, rows, cols, where, pick, pick_kv, weights, head))
+    sections.append(_scores(trace, i, rows, cols, pick, pick_kv, mask_row))
+    sections.append(_softmax(trace, i, rows, cols, pick, mask_row))
+    sections.append(_mix(trace, i, rows, cols, pick, pick_kv, head))
     if heads and "head_out" in trace:
-        multi = []
-        for h in range(heads):
-            multi.append(f"head {h}: z = {vec(trace['z'][h][i])} → z·W_O^{h} = "
-                         f"{vec(trace['head_out'][h][i])}")
-        multi.append(f"out = Σ_h head_out + b_O = {vec(trace['out'][i])}")
-        sections.append(Section("6. heads combined through W_O", tuple(multi)))
+        sections.append(_heads(trace, i, rows))
 
-    shape = f"Q ({L}×{d_k}), K ({S}×{d_k}), V ({S}×{s['d_v']})"
-    sections.append(Section("formula", (
-        f"softmax(mask(QKᵀ/√d_k)/τ)·V with {shape}, √d_k = {fmt(math.sqrt(d_k), 3)}, "
-        f"τ = {fmt(tau, 3)} → ({L}×{s['d_v']})",)))
+    sections.append(Section("formula", tuple(formula(s))))
     return sections
 
 
-def render_plain(sections: list[Section]) -> str:
-    out = []
-    for sec in sections:
-        out.append(sec.title)
-        out.extend("  " + line for line in sec.lines)
-        out.append("")
-    return "\n".join(out)
+def formula(s: dict) -> list[str]:
+    """The one-line formula filled with a trace's shapes, scale and τ (and the head sum)."""
+    L, S, d_k, d_v, tau = s["L"], s["S"], s["d_k"], s["d_v"], s["temperature"]
+    shape = f"Q ({L}×{d_k}), K ({S}×{d_k}), V ({S}×{d_v})"
+    if _is_default_scale(s):
+        head = f"softmax(mask(QKᵀ/√d_k)/τ)·V with {shape}, √d_k = {fmt(math.sqrt(d_k), 3)}"
+    else:
+        head = (f"softmax(mask(QKᵀ·c)/τ)·V with {shape}, c = {fmt(s['scale'], 3)} in place of "
+                f"1/√d_k")
+    lines = [f"Z = {head}, τ = {tau_text(tau)} → Z ({L}×{d_v})"]
+    if s.get("n_heads"):
+        lines[0] = f"per head: {lines[0]}"
+        lines.append(f"out = Σ_h Z_h·W_O^h + b_O over {s['n_heads']} heads "
+                     f"({s.get('n_kv_heads') or s['n_heads']} K/V heads)")
+    return lines
+
+
+def tau_text(tau: float) -> str:
+    """τ with three decimals, or three significant digits when it is tiny or huge."""
+    return fmt(tau, 3) if 1e-3 <= tau < 1e6 else f"{tau:.3g}"
+
+
+def _is_default_scale(s) -> bool:
+    return bool(s["d_k"]) and math.isclose(s["scale"], 1 / math.sqrt(s["d_k"]))
+
+
+def _projections(trace, i, rows, cols, where, pick, pick_kv, weights, head):
+    q, k, v = pick(trace["q"]), pick_kv(trace["k"]), pick_kv(trace["v"])
+    me = rows[i]
+    blocks = []
+    if weights and "x" in trace:
+        x = trace["x"]
+        mats = {name: _head_matrix(weights, name, head) for name in ("W_Q", "W_K", "W_V")}
+        for name, Wm in mats.items():
+            if Wm.size <= SMALL:
+                blocks.append(f"{name} ({Wm.shape[0]}×{Wm.shape[1]}):")
+                blocks.append(_matrix(Wm, [f"x[{r}]" for r in range(Wm.shape[0])], "col"))
+        Wq = mats["W_Q"]
+        if Wq.size <= SMALL and Wq.shape[0] <= 4:
+            blocks.append(f"q[{me}] = x[{me}]·W_Q, one column at a time:")
+            blocks += [f"  q[{me}][{c}] = {dot_terms(x[i], Wq[:, c])}" for c in range(Wq.shape[1])]
+    blocks.append(f"q[{me}] = x[{me}]·W_Q = {vec(q[i])}")
+    blocks.append("every key k = x·W_K (what a token offers to be matched on) and value "
+                  "v = x·W_V (what it hands back):")
+    if k.shape[1] + v.shape[1] <= 12:
+        kv = np.concatenate([k, v], axis=1)  # (S, d_k + d_v)
+        names = [f"k[{c}]" for c in range(k.shape[1])] + [f"v[{c}]" for c in range(v.shape[1])]
+        blocks.append(Table(("", *names), _matrix(kv, cols, "", limit=kv.shape[1]).rows))
+    else:
+        blocks += [_matrix(k, cols, "k"), _matrix(v, cols, "v")]
+    return section(f"2. projections: query, keys and values{where}", *blocks)
+
+
+def _head_matrix(weights, name: str, head) -> np.ndarray:
+    """One head's (d_model, d_head) slice of W_Q, W_K or W_V (K/V heads shared in groups)."""
+    W = np.asarray(weights[name])
+    if W.ndim == 2:
+        return W
+    n_heads, n_group = np.asarray(weights["W_Q"]).shape[0], W.shape[0]
+    return W[head // (n_heads // n_group)]
+
+
+def _scores(trace, i, rows, cols, pick, pick_kv, mask_row):
+    q, k = pick(trace["q"]), pick_kv(trace["k"])
+    scores = pick(trace["scores"])[i]
+    me = rows[i]
+    S = scores.shape[0]
+    table = Table(("key", f"score = q[{me}]·k"),
+                  tuple((cols[j], fmt(scores[j])) for j in range(S)))
+    blocks = [f"each key is compared with q[{me}] by a dot product:", table]
+    if S:
+        shown = np.where(mask_row, scores, -np.inf)
+        best = int(np.argmax(shown)) if mask_row.any() else int(np.argmax(scores))
+        blocks.append(f"term by term, the highest one: q[{me}]·k[{cols[best]}] = "
+                      f"{dot_terms(q[i], k[best])}")
+    return section("3. scores = q·kᵀ", *blocks)
+
+
+def _softmax(trace, i, rows, cols, pick, mask_row):
+    s = trace.settings
+    me = rows[i]
+    d_k, factor, tau = s["d_k"], s["scale"], s["temperature"]
+    scores, scaled = pick(trace["scores"])[i], pick(trace["scaled"])[i]
+    tempered, masked = pick(trace["tempered"])[i], pick(trace["masked"])[i]
+    w = pick(trace["weights"])[i]
+    S = w.shape[0]
+    blocks = []
+    if _is_default_scale(s):
+        blocks.append(f"scaled = score ÷ √d_k = score ÷ √{d_k} = score ÷ {fmt(math.sqrt(d_k), 3)}")
+    elif factor == 1:
+        blocks.append("scaled = score (scaling is off: the factor is 1, not 1/√d_k)")
+    else:
+        blocks.append(f"scaled = score × {fmt(factor, 4)} (a chosen factor in place of 1/√d_k)")
+    blocks.append(f"tempered = scaled ÷ τ = scaled ÷ {tau_text(tau)}"
+                  + (" (τ = 1 changes nothing)" if tau == 1 else
+                     " (τ < 1 sharpens the weights)" if tau < 1 else
+                     " (τ > 1 flattens the weights)"))
+    hidden = [cols[j] for j in range(S) if not mask_row[j]]
+    if not hidden:
+        blocks.append("masked = tempered: nothing is masked")
+    elif s.get("causal"):
+        blocks.append(f"masked: {', '.join(hidden)} set to -inf (causal, {s['causal']}: a "
+                      f"query may not look at keys after its own position)")
+    else:
+        blocks.append(f"masked: {', '.join(hidden)} set to -inf (the mask hides them)")
+    live = bool(mask_row.any())
+    top = float(np.max(masked)) if live else 0.0
+    e = np.where(mask_row, np.exp(np.where(mask_row, masked, top) - top), 0.0)
+    table = Table(("key", "score", "scaled", "tempered", "masked", "e^(m−max)", "weight"),
+                  tuple((cols[j], fmt(scores[j]), fmt(scaled[j]), fmt(tempered[j]),
+                         fmt(masked[j]), fmt(e[j], 3), fmt(w[j], 3)) for j in range(S)),
+                  highlight=int(np.argmax(w)) if live else None)
+    blocks.append(table)
+    if live:
+        blocks.append(f"weight = e^(masked − max) ÷ Σ e^(masked − max) = e^(…) ÷ "
+                      f"{fmt(e.sum(), 3)}   (max = {fmt(top)}; subtracting it changes nothing "
+                      f"but keeps e^ from overflowing)")
+        blocks.append(f"sum of weights = {fmt(w.sum(), 3)}")
+        ent = float(entropy(w))
+        blocks.append(f"entropy = -Σ w·ln w = {fmt(ent, 3)} nats; effective number of attended "
+                      f"tokens = exp(entropy) = {fmt(math.exp(ent))} of {int(mask_row.sum())}")
+        blocks.append(f"{me} attends most to {cols[int(np.argmax(w))]} "
+                      f"(weight {fmt(np.max(w), 3)})")
+    else:
+        blocks.append(f"every key is masked for {me}: its weights are all 0 and its output is 0")
+    return section("4. scaled → tempered → masked → weights (softmax)", *blocks)
+
+
+def _mix(trace, i, rows, cols, pick, pick_kv, head):
+    me = rows[i]
+    w = pick(trace["weights"])[i]
+    v = pick_kv(trace["v"])
+    terms = trace.contributions(i, head=head) if head is not None else trace.contributions(i)
+    z = pick(trace["z"])[i]
+    S, d_v = terms.shape
+    table = Table(("key", "weight", "v", "weight × v"),
+                  tuple((cols[j], fmt(w[j], 3), vec(v[j]), vec(terms[j])) for j in range(S)))
+    blocks = ["each key hands back its value v, scaled by its weight:", table,
+              "z adds those rows up, one dimension at a time:"]
+    for d in range(min(d_v, 8)):
+        parts = " + ".join(_factor(t, 2) for t in terms[:, d]) if S <= 12 else "…"
+        blocks.append(f"z[{d}] = {parts} = {fmt(z[d])}")
+    if d_v > 8:
+        blocks.append(f"… ({d_v} dimensions in all)")
+    blocks.append(f"z[{me}] = {vec(z)}")
+    return section("5. z = Σ_j weight_j·v_j", *blocks)
+
+
+def _heads(trace, i, rows):
+    s = trace.settings
+    me = rows[i]
+    H = s["n_heads"]
+    head_out, out = trace["head_out"][..., i, :], trace["out"][i]  # (H, d_model), (d_model,)
+    b_O = out - head_out.sum(axis=0)  # what the trace implies for the bias
+    blocks = [f"head {h}: z = {vec(trace['z'][h][i])}" for h in range(H)]
+    d_model = out.shape[-1]
+    n = min(d_model, 8)
+    body = [(f"head {h}: z·W_O^{h}", *(fmt(e) for e in head_out[h][:n])) for h in range(H)]
+    body.append(("b_O", *(fmt(e) for e in b_O[:n])))
+    body.append(("out = Σ_h + b_O", *(fmt(e) for e in out[:n])))
+    blocks.append(f"each head's z goes through its own W_O^h into the model's {d_model} "
+                  f"dimensions, then they are added:")
+    blocks.append(Table(("", *(f"out[{c}]" for c in range(n))), tuple(body)))
+    blocks.append(f"out[{me}] = {vec(out)}")
+    return section("6. heads combined: out = Σ_h z_h·W_O^h + b_O", *blocks)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from array_api_compat import array_namespace, device, is_torch_array
 
 
@@ -102,8 +103,9 @@ def scale(scores_, factor: float):
 
 
 def temper(scaled, tau: float):
-    """tempered = scaled / τ."""
-    return scaled / tau
+    """tempered = scaled / τ (an overflow to ±inf is reported by the caller)."""
+    with np.errstate(over="ignore"):
+        return scaled / tau
 
 
 def apply_mask(tempered, mask):
@@ -128,7 +130,10 @@ def softmax(masked, mask=None):
     live = None if mask is None else xp.any(mask, axis=-1, keepdims=True)  # row sees any key
     if live is not None:
         row_max = xp.where(live, row_max, 0.0)
-    e = xp.exp(masked - row_max)  # (..., L, S)
+    # Entries equal to the row max shift to 0, also when the max is +inf (an overflowed
+    # scaled/τ): the softmax then splits the row among its +inf entries, its limit.
+    with np.errstate(invalid="ignore"):  # inf − inf, replaced by the where
+        e = xp.exp(xp.where(masked == row_max, 0.0, masked - row_max))  # (..., L, S)
     total = xp.sum(e, axis=-1, keepdims=True)  # (..., L, 1)
     if live is not None:
         total = xp.where(live, total, 1.0)

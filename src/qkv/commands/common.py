@@ -1,0 +1,52 @@
+"""What the sub-commands share: the --format option, one-line errors, printing sections."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import click
+
+FORMATS = ("rich", "plain", "markdown", "json")
+
+
+class CliError(click.ClickException):
+    """A bad value from the user: printed as one line 'Error: ...', exit status 2."""
+
+    exit_code = 2
+
+
+def format_option(*, json_ok: bool = True):
+    """The --format option every command shares."""
+    choices = FORMATS if json_ok else FORMATS[:-1]
+    return click.option(
+        "--format", "fmt", type=click.Choice(choices), default="rich", show_default=True,
+        help="rich: tables for the terminal (no colour codes when piped); plain: text; "
+             "markdown: for docs" + ("; json: machine-readable." if json_ok else ".")
+             + "  Example: --format markdown")
+
+
+def echo_sections(sections, fmt: str) -> None:
+    """Print report sections as plain text, Markdown, or rich tables."""
+    from qkv.report import render_markdown, render_plain
+
+    if fmt == "plain":
+        click.echo(render_plain(sections).rstrip("\n"))
+    elif fmt == "markdown":
+        click.echo(render_markdown(sections).rstrip("\n"))
+    else:
+        from rich.console import Console
+
+        from qkv.report import render_rich
+
+        stream = sys.stdout  # read at call time: click's test runner swaps it
+        tty = stream.isatty()
+        render_rich(sections, Console(file=stream, highlight=False,
+                                      width=None if tty else 160, force_terminal=tty))
+
+
+def positive_float(name: str, value: float) -> float:
+    """value if it is finite and > 0, else a one-line CliError naming the option."""
+    if not (math.isfinite(value) and value > 0):
+        raise CliError(f"{name} must be a finite number > 0, got {value}")
+    return value

@@ -1,0 +1,105 @@
+"""``qkv explain``: one scene's attention, step by step, with the real numbers."""
+
+from __future__ import annotations
+
+import click
+import numpy as np
+
+from qkv import presets as scenes
+from qkv.commands.common import CliError, echo_sections, format_option, positive_float
+
+
+def _token(text: str | None):
+    if text is None:
+        return None
+    return int(text) if text.lstrip("-").isdigit() else text
+
+
+@click.command()
+@click.option("--preset", default=scenes.DEFAULT, show_default=True, metavar="NAME",
+              help=f"Scene to explain: {', '.join(scenes.names())}.  "
+                   "Example: --preset bank")
+@click.option("--select", metavar="TOKEN|INDEX",
+              help="The query token, by text or position (default: the scene's own choice).  "
+                   "Example: --select cat  or  --select 1")
+@click.option("--temperature", "-t", type=float, default=1.0, show_default=True, metavar="T",
+              help="τ > 0 divides the scaled scores; < 1 sharpens, > 1 flattens.  "
+                   "Example: -t 0.5")
+@click.option("--no-scale", is_flag=True,
+              help="Skip the ÷√d_k (the unscaled worked example).  "
+                   "Example: --preset two-token --no-scale")
+@click.option("--causal", is_flag=True,
+              help="Hide the keys after each query (a decoder's causal mask).")
+@click.option("--head", type=int, metavar="H",
+              help="Which head to walk through in a multi-head scene (from 0).  "
+                   "Example: --preset two-heads --head 1")
+@format_option()
+@click.option("--png", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Also write a heatmap of the weights (queries × keys, masked cells marked, "
+                   "the selected row outlined); needs matplotlib.  Example: --png weights.png")
+def explain(preset, select, temperature, no_scale, causal, head, fmt, png):
+    """Walk through attention for one query token of a built-in scene.
+
+    Prints the input vectors X, the query, keys and values, every score q·k (one written out
+    term by term), the scaling, temperature, mask and softmax weights (with their sum and
+    entropy), each key's contribution weight·v, the output z, and the formula with this
+    scene's shapes. --format json writes the whole trace instead.
+
+    \b
+    Examples:
+      qkv explain
+      qkv explain --preset two-token --no-scale
+      qkv explain --preset cat-sat --select mat --temperature 0.5 --causal
+      qkv explain --preset two-heads --head 1 --format markdown
+      qkv explain --format json > trace.json
+      qkv explain --png weights.png
+    """
+    positive_float("--temperature", temperature)
+    try:
+        scene = scenes.load(preset)
+        i = scene.select if select is None else scene.index(_token(select))
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    n_heads = scene.n_heads
+    if head is not None:
+        valid = range(n_heads or 1)
+        if head not in valid:
+            where = (f"scene {preset!r} has {n_heads} heads" if n_heads else
+                     f"scene {preset!r} has a single head")
+            raise CliError(f"--head must be one of {list(valid)}: {where}, got {head}")
+        if not n_heads:
+            head = None
+    try:
+        trace = scene.trace(temperature=temperature, scaled=False if no_scale else None,
+                            causal=causal)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+
+    if png:
+        _write_png(trace, png, i, head, f"{scene.name}, τ = {temperature:g}")
+    if fmt == "json":
+        click.echo(trace.to_json())
+        return
+    from qkv.explain import walkthrough
+    from qkv.report import Section
+
+    weights = {"W_Q": scene.W_Q, "W_K": scene.W_K, "W_V": scene.W_V}
+    settings = [f"query: {scene.tokens[i]} (position {i})",
+                f"τ = {temperature:g}", "scaled by 1/√d_k" if not (no_scale or not scene.scaled)
+                else "no scaling", "causal mask" if causal else "no mask"]
+    intro = Section(f"{scene.name}: {scene.title}", (scene.lesson, " · ".join(settings)))
+    echo_sections([intro, *walkthrough(trace, i, head=head, weights=weights)], fmt)
+
+
+def _write_png(trace, path, i, head, name):
+    try:
+        from qkv.plot import weights_png
+    except ImportError as e:  # pragma: no cover - the plot module itself imports lazily
+        raise CliError(f"--png needs matplotlib: pip install 'qkv[plot]' ({e})") from None
+    try:
+        width, height = weights_png(trace, path, query=i, head=head, title=name)
+    except ImportError as e:
+        raise CliError(f"--png needs matplotlib (pip install 'qkv[plot]'), got: {e}") from None
+    except OSError as e:
+        raise CliError(f"cannot write the PNG to {path!r}: {e.strerror or e}") from None
+    click.echo(f"wrote {path} ({width}×{height} px)", err=True)

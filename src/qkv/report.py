@@ -1,0 +1,121 @@
+"""Sections of titled text and tables, and how they print: plain text, Markdown, or a rich console.
+
+``explain`` and ``dims`` build their narratives as ``Section`` objects; the terminal, the web page
+and the docs render the same sections, so the words and numbers are written once.
+
+A section keeps ``lines`` (its whole body as plain text, tables included, aligned) for callers that
+only want text, and ``blocks`` (strings and ``Table`` objects in order) for renderers that draw
+real tables.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Table:
+    """A small table: a header row and rows of already formatted cells (first column = row name)."""
+
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    highlight: int | None = None  # a row to stand out (the selected query, the strongest key)
+
+    def __post_init__(self):
+        for row in self.rows:
+            if len(row) != len(self.columns):
+                raise ValueError(f"every row needs {len(self.columns)} cells to match the columns "
+                                 f"{self.columns}, got {len(row)}: {row}")
+
+    def text_lines(self) -> list[str]:
+        """The table as aligned text: names left-aligned, numbers right-aligned."""
+        grid = [self.columns, *self.rows]
+        widths = [max(len(r[c]) for r in grid) for c in range(len(self.columns))]
+        out = []
+        for r in grid:
+            cells = [r[0].ljust(widths[0])] + [r[c].rjust(widths[c])
+                                               for c in range(1, len(r))]
+            out.append("  ".join(cells).rstrip())
+        return out
+
+
+@dataclass(frozen=True)
+class Section:
+    """One step of a narrative: a title and its body (see the module docstring)."""
+
+    title: str
+    lines: tuple[str, ...]
+    blocks: tuple = field(default=())  # str | Table, in order; () means "just the lines"
+
+
+def section(title: str, *blocks) -> Section:
+    """A Section from text lines and tables in order; ``lines`` is filled from them."""
+    lines: list[str] = []
+    for b in blocks:
+        lines.extend(b.text_lines() if isinstance(b, Table) else [b])
+    return Section(title, tuple(lines), tuple(blocks))
+
+
+def _blocks(sec: Section):
+    return sec.blocks if sec.blocks else sec.lines
+
+
+def render_plain(sections: list[Section]) -> str:
+    """Sections as plain text: the title, then the body indented by two spaces."""
+    out = []
+    for sec in sections:
+        out.append(sec.title)
+        out.extend("  " + line for line in sec.lines)
+        out.append("")
+    return "\n".join(out)
+
+
+def _md_cell(text: str) -> str:
+    return "`" + text.replace("|", "\\|") + "`" if text else " "
+
+
+def render_markdown(sections: list[Section], *, heading: str = "##") -> str:
+    """Sections as Markdown: a heading each, tables as pipe tables, text as code-span list items
+    (so tokens such as ``___`` or ``*`` print literally)."""
+    out = []
+    for sec in sections:
+        out += [f"{heading} {sec.title}", ""]
+        for b in _blocks(sec):
+            if isinstance(b, Table):
+                if out[-1] != "":
+                    out.append("")  # a table must not touch a list item
+                out.append("| " + " | ".join(_md_cell(c) for c in b.columns) + " |")
+                out.append("|" + "|".join([":---"] + ["---:"] * (len(b.columns) - 1)) + "|")
+                out += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in b.rows]
+                out.append("")
+            else:
+                out.append(f"- `{b}`" if b else "")
+        if out[-1] != "":
+            out.append("")
+    return "\n".join(out)
+
+
+def render_rich(sections: list[Section], console=None) -> None:
+    """Print sections to a rich console: bold titles, boxed tables. rich drops the colour codes
+    by itself when the output is not a terminal."""
+    from rich.console import Console
+    from rich.padding import Padding
+    from rich.table import Table as RichTable
+    from rich.text import Text
+
+    console = console or Console()
+    for sec in sections:
+        console.print(Text(sec.title, style="bold cyan"))
+        for b in _blocks(sec):
+            if isinstance(b, Table):
+                t = RichTable(show_header=True, header_style="bold", box=None, padding=(0, 1),
+                              pad_edge=False)
+                for c, name in enumerate(b.columns):
+                    t.add_column(name, justify="left" if c == 0 else "right",
+                                 style="magenta" if c == 0 else None, no_wrap=True)
+                for n, r in enumerate(b.rows):
+                    t.add_row(*r, style="bold yellow" if n == b.highlight else None)
+                console.print(Padding(t, (0, 0, 0, 2), expand=False))
+            else:
+                console.print(Text("  " + b), soft_wrap=True)
+        console.print()

@@ -1,0 +1,78 @@
+"""qkv.explain.walkthrough on traces that did not come from a scene, and its text helpers."""
+
+import numpy as np
+import pytest
+
+import qkv
+from qkv.explain import Section, dot_terms, fmt, labels, render_plain, vec, walkthrough
+from qkv.report import Table, render_markdown, section
+
+
+def text(sections) -> str:
+    return render_plain(sections)
+
+
+def test_a_bare_attention_trace_is_explained_with_index_labels():
+    q = np.eye(2)
+    k = np.array([[0.0, 1.0], [1.0, 0.0]])
+    v = np.array([[2.0, 0.0], [0.0, 3.0]])
+    _, trace = qkv.attention(q, k, v, scale=1.0, return_trace=True)
+    secs = walkthrough(trace, 0)
+    assert all(isinstance(s, Section) and s.title and s.lines for s in secs)
+    assert [s.title[:2] for s in secs] == ["2.", "3.", "4.", "5.", "fo"]  # no x: no step 1
+    out = text(secs)
+    assert "z[0] = [0.54, 2.19]" in out
+    assert "q[0]·k[1] = 1.00×1.00 + 0.00×0.00 = 1.00" in out
+    assert text(walkthrough(trace, 0, head=0)) == out  # one head: head=0 is that head
+
+
+def test_a_fully_masked_query_is_said_so_and_prints_no_nan():
+    q = k = v = np.arange(6.0).reshape(3, 2)
+    mask = np.array([[False, False, False], [True, True, False], [True, True, True]])
+    _, trace = qkv.attention(q, k, v, mask=mask, return_trace=True)
+    out = text(walkthrough(trace, 0))
+    assert "every key is masked for 0: its weights are all 0 and its output is 0" in out
+    assert "nan" not in out
+    assert "z[0] = [0.00, 0.00]" in out
+    assert "masked: 0, 1, 2 set to -inf (the mask hides them)" in out
+
+
+def test_grouped_query_heads_read_their_shared_kv_head():
+    mha = qkv.MultiHeadAttention(8, 4, 7, n_kv_heads=2)
+    x = np.random.default_rng(1).normal(size=(5, 8))
+    _, trace = mha(x, return_trace=True)
+    secs = walkthrough(trace, 4, head=3)  # query head 3 uses K/V head 1
+    kv = next(s for s in secs if s.title.startswith("2.")).blocks[-1]
+    assert isinstance(kv, Table)
+    k_ref = x @ mha.W_K[1]  # (5, d_head)
+    assert kv.rows[2][1:3] == (fmt(k_ref[2, 0]), fmt(k_ref[2, 1]))
+    terms = trace.contributions(4, head=3)  # (S, d_v)
+    assert f"z[4] = {vec(terms.sum(axis=0))}" in text(secs)
+    with pytest.raises(ValueError, match=r"head must be in \[0, 4\), got 4"):
+        walkthrough(trace, 0, head=4)
+
+
+def test_batched_traces_are_refused_clearly():
+    q = np.ones((2, 1, 3, 4))  # (batch, heads, L, d)
+    _, trace = qkv.attention(q, q, q, return_trace=True)
+    with pytest.raises(ValueError, match="explains one sequence"):
+        walkthrough(trace, 0)
+
+
+def test_helpers():
+    assert dot_terms([1.0, 0.2], [0.5, -1.0]) == "1.00×0.50 + 0.20×(-1.00) = 0.30"
+    assert fmt(-0.001) == "0.00" and fmt(float("-inf")) == "-inf"
+    assert vec(np.arange(10.0), limit=3) == "[0.00, 1.00, 2.00, … (10 in all)]"
+    assert labels(["the", "cat", "the"], 3) == ["the@0", "cat", "the@2"]
+    assert labels(None, 2) == ["0", "1"]
+
+
+def test_sections_keep_tables_in_their_lines_and_markdown_escapes_pipes():
+    t = Table(("", "a|b"), (("x", "1.00"),))
+    sec = section("demo", "before", t, "after")
+    assert sec.lines == ("before", "    a|b", "x  1.00", "after")
+    md = render_markdown([sec])
+    assert "| `a\\|b` |" in md and "- `before`" in md
+    assert "\n\n| " in md  # a blank line keeps the table apart from the list
+    with pytest.raises(ValueError, match="every row needs 2 cells"):
+        Table(("a", "b"), (("1",),))
