@@ -31,10 +31,19 @@ def train(*, steps: int = 600, batch_size: int = 64, lr: float = 3e-3, seed: int
     """Train with next-token cross-entropy; ``progress(step, loss, verb_accuracy)`` each step."""
     import torch
 
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a model this small runs fastest on one thread
+    try:
+        return _train(torch, steps, batch_size, lr, seed, scale, temperature, progress)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(torch, steps, batch_size, lr, seed, scale, temperature, progress) -> Run:
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     config = minigpt.Config(vocab=len(corpus.VOCAB), context=corpus.MAX_LEN)
-    params = {k: torch.tensor(v, requires_grad=True)
+    params = {k: torch.tensor(v, dtype=torch.float32, requires_grad=True)
               for k, v in minigpt.init(config, seed).items()}
     decay = [v for k, v in params.items() if k.split(".")[-1].startswith("W")
              or k.endswith("emb")]
@@ -58,7 +67,7 @@ def train(*, steps: int = 600, batch_size: int = 64, lr: float = 3e-3, seed: int
         norm = torch.nn.utils.clip_grad_norm_(list(params.values()), 1.0)
         opt.step()
         sched.step()
-        run.losses.append(float(loss))
+        run.losses.append(loss.item())
         run.grad_norms.append(float(norm))
         if progress:
             progress(step, float(loss), verb_accuracy(logits.detach().numpy(), b))
