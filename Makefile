@@ -6,25 +6,38 @@ PIP    := $(PY) -m pip --disable-pip-version-check -q
 # torch is pinned: this version has a CPU wheel here; an unpinned torch pulls a multi-GB CUDA build.
 TORCH  := torch==2.13.0
 
-.PHONY: run test venv dev clean
+# Browser tests drive Debian's Chromium through Playwright (`playwright install` cannot work here).
+CHROMIUM := /usr/bin/chromium
+
+.PHONY: run test venv dev clean chromium
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
-	$(PIP) install -e .
+	$(PIP) install -e '.[web,plot]'
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.base pyproject.toml
-	$(PIP) install $(TORCH) -e '.[dev]'
+	$(PIP) install $(TORCH) -e '.[dev,web,plot]'
 	touch $@
 
 venv: $(VENV)/.base
 dev: $(VENV)/.dev
 
+# the simulator on the default scene; prints its URL (http://127.0.0.1:8000/), Ctrl-C stops it
 run: $(VENV)/.base
-	$(VENV)/bin/qkv explain
+	$(VENV)/bin/qkv serve
 
-test: $(VENV)/.dev
+# installs Debian's chromium only when it is missing (needs root; otherwise browser tests skip)
+chromium:
+	@test -x $(CHROMIUM) || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; \
+	  else \
+	    echo "$(CHROMIUM) is missing and installing it needs root: the browser tests will skip"; \
+	  fi; }
+
+test: $(VENV)/.dev chromium
 	$(PY) -m pytest -q
 
 clean:

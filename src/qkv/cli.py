@@ -17,6 +17,7 @@ COMMANDS = {
     "dims": "qkv.commands.dims:dims",
     "presets": "qkv.commands.presets:presets",
     "softmax": "qkv.commands.softmax:softmax",
+    "serve": "qkv.web.command:serve",
 }
 
 
@@ -71,6 +72,7 @@ def main(ctx: click.Context):
       qkv dims --model andrea-120m             sizes, parameters, FLOPs, memory
       qkv presets                              the built-in scenes
       qkv softmax 2 1 0                        the softmax refresher
+      qkv serve --open                         the interactive simulator in your browser
     """
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())

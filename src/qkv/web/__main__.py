@@ -1,0 +1,5 @@
+"""``python -m qkv.web [--host H] [--port P] [--open]``: the same as ``qkv serve``."""
+
+from qkv.web.command import serve
+
+serve(prog_name="python -m qkv.web")

@@ -1,0 +1,67 @@
+"""``qkv serve``: run the simulator under uvicorn and print its URL."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import webbrowser
+
+import click
+
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8000
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on (host, port); port 0 picks a free one."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise click.ClickException(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    sock.listen(128)
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
+
+
+def run_server(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, open_browser=False,
+               echo=click.echo) -> None:
+    """Serve the simulator until interrupted (Ctrl-C)."""
+    import uvicorn
+
+    from qkv.web.app import create_app
+
+    sock = bind(host, port)
+    url = url_of(sock)
+    server = uvicorn.Server(uvicorn.Config(create_app(), log_level="warning"))
+    echo(f"qkv simulator: {url}  (Ctrl-C stops it)")
+    if open_browser:
+        threading.Timer(0.5, webbrowser.open, [url]).start()
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+@click.command("serve")
+@click.option("--host", default=DEFAULT_HOST, show_default=True,
+              help="address to listen on (127.0.0.1: this machine only)")
+@click.option("--port", default=DEFAULT_PORT, show_default=True,
+              type=click.IntRange(0, 65535), help="port (0 picks a free one)")
+@click.option("--open", "open_browser", is_flag=True, help="open the page in a web browser")
+def serve(host: str, port: int, open_browser: bool) -> None:
+    """Start the interactive attention simulator (a local web page).
+
+    \b
+    Examples:
+      qkv serve                      http://127.0.0.1:8000/
+      qkv serve --port 0 --open      a free port, opened in your browser
+    """
+    run_server(host, port, open_browser=open_browser)

@@ -1,0 +1,223 @@
+// The simulator page: state, URL, controls and the API round trip. Every number shown comes
+// from the server's engine (POST /api/trace); this file only asks and hands the answer to render.
+import { render } from "./render.js";
+
+const TAU_MIN = 0.05, TAU_MAX = 10, STEPS = 1000;  // the τ slider is logarithmic
+
+export const sliderToTau = (s) =>
+  Number((TAU_MIN * Math.pow(TAU_MAX / TAU_MIN, s / STEPS)).toPrecision(3));
+const tauToSlider = (t) =>
+  Math.round(STEPS * Math.log(t / TAU_MIN) / Math.log(TAU_MAX / TAU_MIN));
+
+const $ = (id) => document.getElementById(id);
+
+const state = {
+  preset: null, select: null, tau: 1, scaled: null, causal: false, align: "bottom-right",
+  head: 0, stage: "weights",
+};
+let presets = [];   // [{name, title, lesson, tokens, select, scaled, n_heads, d_model}]
+let scene = null;   // the current preset's numbers, GET /api/presets/{name}
+let edits = {};     // field -> the whole edited array, sent in place of the preset's
+let result = null;  // the last POST /api/trace answer
+let renders = 0;
+let editsVersion = 0;  // bumped when the editable tables must be rebuilt
+
+async function getJSON(url, options) {
+  const res = await fetch(url, options);
+  const body = await res.json();
+  if (!res.ok) throw new Error(body.message || `${res.status} ${res.statusText}`);
+  return body;
+}
+
+function showError(message) {
+  const box = $("error");
+  box.textContent = message || "";
+  box.hidden = !message;
+}
+
+// ---- URL ------------------------------------------------------------------------------------
+
+function readURL() {
+  const p = new URLSearchParams(location.search);
+  const names = presets.map((s) => s.name);
+  state.preset = names.includes(p.get("preset")) ? p.get("preset") : names[0];
+  const int = (v) => (v !== null && /^\d+$/.test(v) ? Number(v) : null);
+  state.select = int(p.get("token"));
+  const tau = Number(p.get("tau"));
+  state.tau = p.has("tau") && tau >= TAU_MIN && tau <= TAU_MAX ? tau : 1;
+  state.scaled = p.has("scaled") ? p.get("scaled") === "1" : null;
+  const causal = p.get("causal");
+  state.causal = causal === "bottom-right" || causal === "top-left";
+  state.align = state.causal ? causal : "bottom-right";
+  const s = info();
+  if (state.select !== null && state.select >= s.tokens.length) state.select = null;
+  state.head = int(p.get("head")) ?? 0;
+  if (state.head >= (s.n_heads || 1)) state.head = 0;
+  const stages = ["scores", "scaled", "tempered", "masked", "weights"];
+  state.stage = stages.includes(p.get("stage")) ? p.get("stage") : "weights";
+}
+
+// Chromium throttles (and complains about) more than ~200 history updates per 10 s, which a
+// dragged slider would exceed: the URL follows the state at most every URL_DELAY ms.
+const URL_DELAY = 150;
+let urlTimer = null;
+
+function scheduleURL() {
+  if (urlTimer === null) urlTimer = setTimeout(() => { urlTimer = null; writeURL(); }, URL_DELAY);
+}
+
+function writeURL() {
+  const p = new URLSearchParams({ preset: state.preset, token: String(state.select),
+                                  tau: String(state.tau) });
+  if (state.scaled !== null) p.set("scaled", state.scaled ? "1" : "0");
+  if (state.causal) p.set("causal", state.align);
+  if (info().n_heads) p.set("head", String(state.head));
+  if (state.stage !== "weights") p.set("stage", state.stage);
+  history.replaceState(null, "", `${location.pathname}?${p}`);
+}
+
+// ---- the round trip -------------------------------------------------------------------------
+
+const info = () => presets.find((s) => s.name === state.preset);
+
+function requestBody() {
+  const body = { preset: state.preset, select: state.select, temperature: state.tau,
+                 causal: state.causal, align: state.align, ...edits };
+  if (state.scaled !== null) body.scaled = state.scaled;
+  if (info().n_heads) body.head = state.head;
+  return body;
+}
+
+let inflight = false, queued = false;
+
+// Latest wins: while one request is out, further changes are folded into the next one.
+async function compute() {
+  if (inflight) { queued = true; return; }
+  inflight = true;
+  try {
+    do {
+      queued = false;
+      const body = requestBody();
+      try {
+        result = await getJSON("/api/trace", {
+          method: "POST", headers: { "content-type": "application/json" },
+          body: JSON.stringify(body) });
+        showError("");
+      } catch (e) {
+        showError(`the server refused this state: ${e.message}`);
+        continue;
+      }
+      if (!queued) paint();
+    } while (queued);
+  } finally {
+    inflight = false;
+  }
+}
+
+function paint() {
+  state.select = result.settings.select;
+  syncControls();
+  scheduleURL();
+  const t0 = performance.now();
+  render(result, context());
+  document.body.dataset.renderMs = (performance.now() - t0).toFixed(2);
+  renders += 1;
+  document.body.dataset.renders = String(renders);
+  document.body.dataset.tau = String(result.settings.temperature);
+}
+
+// ---- controls -------------------------------------------------------------------------------
+
+function syncControls() {
+  const s = info();
+  $("preset").value = state.preset;
+  $("tau").value = String(tauToSlider(state.tau));
+  $("tau-value").textContent = state.tau.toFixed(state.tau < 1 ? 3 : 2);
+  $("scaled").checked = result ? result.settings.scaled : (state.scaled ?? s.scaled);
+  $("scaled").disabled = Boolean(s.n_heads);
+  $("causal").checked = state.causal;
+  $("align").value = state.align;
+  $("align").disabled = !state.causal;
+  $("head-label").hidden = !s.n_heads;
+  const head = $("head");
+  if (s.n_heads && head.options.length !== s.n_heads) {
+    head.replaceChildren(...Array.from({ length: s.n_heads },
+      (_, h) => new Option(`head ${h}`, String(h))));
+  }
+  head.value = String(state.head);
+  $("lesson").textContent = `${s.title} — ${s.lesson}`;
+  $("notice").textContent = s.lesson;
+}
+
+function select(i) {
+  state.select = i;
+  compute();
+}
+
+function setStage(stage) {
+  state.stage = stage;
+  scheduleURL();
+  render(result, context());
+}
+
+const context = () => ({ scene, edits, state, editsVersion, onSelect: select, onStage: setStage,
+                         onEdit: edit, onError: showError });
+
+// An edited cell: field (x, W_Q, ...), index path, value already checked by render.
+function edit(field, path, value) {
+  if (!(field in edits)) edits[field] = structuredClone(scene[field]);
+  let target = edits[field];
+  for (const k of path.slice(0, -1)) target = target[k];
+  target[path[path.length - 1]] = value;
+  compute();
+}
+
+async function loadScene(name) {
+  scene = await getJSON(`/api/presets/${encodeURIComponent(name)}`);
+  edits = {};
+  editsVersion += 1;
+}
+
+function wire() {
+  $("preset").addEventListener("change", async (e) => {
+    state.preset = e.target.value;
+    state.select = null;
+    state.head = 0;
+    state.scaled = null;
+    await loadScene(state.preset);
+    compute();
+  });
+  $("tau").addEventListener("input", (e) => {
+    state.tau = sliderToTau(Number(e.target.value));
+    $("tau-value").textContent = state.tau.toFixed(state.tau < 1 ? 3 : 2);
+    compute();
+  });
+  $("scaled").addEventListener("change", (e) => { state.scaled = e.target.checked; compute(); });
+  $("causal").addEventListener("change", (e) => { state.causal = e.target.checked; compute(); });
+  $("align").addEventListener("change", (e) => { state.align = e.target.value; compute(); });
+  $("head").addEventListener("change", (e) => { state.head = Number(e.target.value); compute(); });
+  $("reset").addEventListener("click", () => {
+    Object.assign(state, { select: null, tau: 1, scaled: null, causal: false,
+                           align: "bottom-right", head: 0, stage: "weights" });
+    edits = {};
+    editsVersion += 1;
+    compute();
+  });
+  $("controls").addEventListener("submit", (e) => e.preventDefault());
+}
+
+async function start() {
+  try {
+    presets = await getJSON("/api/presets");
+    $("preset").replaceChildren(...presets.map((s) => new Option(`${s.name} · ${s.title}`, s.name)));
+    readURL();
+    await loadScene(state.preset);
+    syncControls();
+    wire();
+    await compute();
+  } catch (e) {
+    showError(`cannot start: ${e.message}`);
+  }
+}
+
+start();

@@ -1,0 +1,253 @@
+// Paints one API answer into the panels. It formats and lays out numbers; it computes none.
+import { deep, fmt, h, shade, vec } from "./dom.js";
+import { matrixEditor } from "./editors.js";
+import { renderFormula } from "./formula.js";
+
+const STAGES = ["scores", "scaled", "tempered", "masked", "weights"];
+const STAGE_NOTES = {
+  scores: "scores = q·kᵀ: how well each query matches each key.",
+  scaled: "scaled = scores × scale (1/√d_k when scaling is on).",
+  tempered: "tempered = scaled ÷ τ.",
+  masked: "masked: hidden keys set to −∞, so softmax gives them 0.",
+  weights: "weights = softmax of each row: positive, each row sums to 1.",
+};
+const $ = (id) => document.getElementById(id);
+const cache = new WeakMap();
+
+function decoded(result) {
+  if (!cache.has(result)) {
+    const t = result.trace;
+    const steps = Object.fromEntries(Object.entries(t.steps).map(([k, a]) => [k, deep(a.data)]));
+    cache.set(result, { steps, mask: t.mask ? t.mask.data : null, settings: t.settings });
+  }
+  return cache.get(result);
+}
+
+let editorsKey = null;
+
+export function render(result, ctx) {
+  const t = decoded(result);
+  const { settings: s } = result;
+  const H = t.settings.n_heads;
+  const head = s.head;
+  const kvHead = H ? Math.floor(head / (H / t.settings.n_kv_heads)) : null;
+  const pick = (a) => (H ? a[head] : a);
+  const pickKV = (a) => (H ? a[kvHead] : a);
+  const view = {
+    i: s.select, tokens: result.scene.tokens, pick, pickKV, H, head,
+    maskRow: (r) => (t.mask ? t.mask[r] : null),
+  };
+  const key = `${s.preset}|${head}|${ctx.editsVersion}`;
+  if (key !== editorsKey) {
+    editorsKey = key;
+    renderTokens(view, ctx);
+    renderEditors(view, ctx);
+  }
+  markTokens(view);
+  renderQKV(view, t);
+  renderPipeline(view, t, ctx);
+  renderBars(view, t, result.selected);
+  renderContrib(view, t, result.selected);
+  renderHeads(view, t, result);
+  renderFormula($("formula"), view, t);
+  renderWalkthrough(result.walkthrough);
+  const st = t.settings;
+  $("sizes").textContent = `this scene: L = ${st.L} queries, S = ${st.S} keys, d_model = ` +
+    `${result.scene.d_model}, d_k = ${st.d_k}, d_v = ${st.d_v}` +
+    (H ? `, ${H} heads` : "") + `, scale = ${fmt(st.scale, 3)}, τ = ${fmt(st.temperature, 3)}.`;
+  const where = H ? ` (head ${head})` : "";
+  $("w-head").textContent = where;
+  $("qkv-head").textContent = where;
+}
+
+// ---- tokens and editors (rebuilt only when the scene, head or edits reset) ---------------------
+
+function renderTokens(view, ctx) {
+  const box = $("tokens");
+  box.replaceChildren(...view.tokens.map((tok, j) => h("button", {
+    type: "button", class: "token", dataset: { index: j },
+    onclick: () => ctx.onSelect(j),
+    onkeydown: (e) => {
+      const step = { ArrowRight: 1, ArrowDown: 1, ArrowLeft: -1, ArrowUp: -1 }[e.key];
+      if (!step) return;
+      e.preventDefault();
+      const next = (j + step + view.tokens.length) % view.tokens.length;
+      box.children[next].focus();
+      ctx.onSelect(next);
+    },
+  }, tok)));
+}
+
+function markTokens(view) {
+  [...$("tokens").children].forEach((b, j) => {
+    b.classList.toggle("selected", j === view.i);
+    b.setAttribute("aria-pressed", j === view.i ? "true" : "false");
+    b.tabIndex = j === view.i ? 0 : -1;
+  });
+}
+
+function renderEditors(view, ctx) {
+  const data = (field) => ctx.edits[field] || ctx.scene[field];
+  const common = { onEdit: null, onError: ctx.onError };
+  const editor = (field, label, matrix, rowLabels, prefix) => matrixEditor({
+    ...common, field, label, matrix, rowLabels, prefix,
+    onEdit: (path, value) => ctx.onEdit(field, path, value) });
+  $("x-editor").replaceChildren(editor("x", "X", data("x"), view.tokens, []));
+  const h0 = view.H ? view.head : 0;
+  const ws = ["W_Q", "W_K", "W_V"].map((f) => editor(f, f, data(f)[h0], null, [h0]));
+  if (view.H) ws.push(editor("W_O", "W_O", data("W_O")[h0], null, [h0]));
+  $("w-editors").replaceChildren(...ws);
+}
+
+// ---- q, k, v ----------------------------------------------------------------------------------
+
+function table(label, matrix, rowLabels, highlight, digits = 2) {
+  const cols = matrix[0] ? matrix[0].length : 0;
+  return h("table", { class: "matrix", "data-step": label },
+    h("caption", {}, label),
+    h("thead", {}, h("tr", {}, h("th", { class: "corner" }),
+      ...Array.from({ length: cols }, (_, c) => h("th", { scope: "col" }, c)))),
+    h("tbody", {}, matrix.map((row, r) => h("tr", { class: r === highlight ? "selected" : null },
+      h("th", { scope: "row" }, rowLabels[r]),
+      ...row.map((v) => h("td", { dataset: { value: v } }, fmt(v, digits)))))));
+}
+
+let qkvKey = null;
+
+function renderQKV(view, t) {
+  const q = view.pick(t.steps.q), k = view.pickKV(t.steps.k), v = view.pickKV(t.steps.v);
+  const key = JSON.stringify([view.i, view.tokens, q, k, v]);  // τ, mask, scale leave them be
+  if (key === qkvKey) return;
+  qkvKey = key;
+  $("qkv-tables").replaceChildren(table("q", q, view.tokens, view.i),
+    table("k", k, view.tokens, view.i), table("v", v, view.tokens, view.i));
+}
+
+// ---- the pipeline heatmap ---------------------------------------------------------------------
+
+function renderPipeline(view, t, ctx) {
+  const stages = $("stages");
+  if (!stages.children.length) {
+    stages.append(...STAGES.map((name) => h("button", {
+      type: "button", role: "radio", dataset: { stage: name }, onclick: () => ctx.onStage(name),
+    }, name)));
+    $("heatmap").addEventListener("mouseover", (e) => {
+      const cell = e.target.closest("td[data-label]");
+      if (cell) $("hover").textContent = cell.dataset.label;
+    });
+  }
+  const stage = ctx.state.stage;
+  for (const b of stages.children) {
+    b.setAttribute("aria-checked", b.dataset.stage === stage ? "true" : "false");
+  }
+  $("stage-note").textContent = STAGE_NOTES[stage];
+  const grid = view.pick(t.steps[stage]);
+  const finite = grid.flat().filter(Number.isFinite);
+  const lo = stage === "weights" ? 0 : Math.min(...finite);
+  const hi = stage === "weights" ? 1 : Math.max(...finite);
+  const shape = JSON.stringify([stage, view.tokens, view.i]);
+  const box = $("heatmap");
+  view.dense = view.tokens.length > 12;
+  if (box.dataset.shape !== shape) {
+    box.dataset.shape = shape;
+    box.replaceChildren(heatTable(view, stage, grid.length));
+  }
+  const rows = box.querySelectorAll("tbody tr");
+  grid.forEach((row, r) => {
+    const mask = view.maskRow(r);
+    const cells = rows[r].children;
+    row.forEach((v, c) => {
+      const hidden = Boolean(mask && !mask[c]);
+      const [bg, light] = shade(hi > lo ? (v - lo) / (hi - lo) : 0);
+      const td = cells[c + 1];
+      const label = `${stage}[${view.tokens[r]} → ${view.tokens[c]}] = ${fmt(v, 4)}` +
+                    (hidden ? " · masked" : "");
+      td.dataset.value = String(v);
+      td.dataset.label = label;
+      td.title = label;
+      td.classList.toggle("masked", hidden);
+      td.classList.toggle("light", light && !hidden);
+      td.style.background = !hidden && Number.isFinite(v) ? bg : "";
+      if (!view.dense) td.textContent = fmt(v, 2);
+    });
+  });
+}
+
+function heatTable(view, stage, L) {
+  const cols = view.tokens;
+  const rows = Array.from({ length: L }, (_, r) => h("tr", { class: r === view.i ? "selected" : null },
+    h("th", { scope: "row" }, view.tokens[r]), ...cols.map(() => h("td", {}))));
+  return h("table", { class: `heat${view.dense ? " dense" : ""}`, "data-stage": stage },
+    h("thead", {}, h("tr", {}, h("th", { class: "corner" }, "query ↓ key →"),
+      ...cols.map((c) => h("th", { scope: "col" }, c)))),
+    h("tbody", {}, rows));
+}
+
+// ---- the selected row: weights, contributions -------------------------------------------------
+
+function renderBars(view, t, sel) {
+  const w = view.pick(t.steps.weights)[view.i];
+  const mask = view.maskRow(view.i);
+  const box = $("bars");
+  const shape = JSON.stringify([view.tokens, view.i]);
+  if (box.dataset.shape !== shape) {
+    box.dataset.shape = shape;
+    box.replaceChildren(...w.map((_, j) => h("div", {
+      class: `bar${j === view.i ? " self" : ""}`, dataset: { key: j } },
+      h("span", { class: "label" }, view.tokens[j]),
+      h("span", { class: "track" }, h("span", { class: "fill" })),
+      h("span", { class: "value" }))));
+  }
+  [...box.children].forEach((bar, j) => {
+    const hidden = Boolean(mask && !mask[j]);
+    bar.dataset.weight = String(w[j]);
+    bar.classList.toggle("masked", hidden);
+    bar.querySelector(".fill").style.width = `${(100 * w[j]).toFixed(2)}%`;
+    bar.querySelector(".value").textContent = hidden ? "0 · masked" : fmt(w[j], 3);
+  });
+  const item = (term, value, id) => [h("dt", {}, term), h("dd", { id }, value)];
+  $("weight-stats").replaceChildren(
+    ...item("Σ weights", fmt(sel.weights_sum, 3), "weights-sum"),
+    ...item("entropy", `${fmt(sel.entropy, 3)} nats`, "entropy"),
+    ...item("effective tokens", `exp(entropy) = ${fmt(sel.effective_tokens, 2)} of ` +
+            `${sel.visible_keys} visible`, "effective"));
+}
+
+function renderContrib(view, t, sel) {
+  const w = view.pick(t.steps.weights)[view.i];
+  const v = view.pickKV(t.steps.v);
+  const z = view.pick(t.steps.z)[view.i];
+  const terms = sel.contributions;  // (S, d_v)
+  const dims = z.map((_, d) => h("th", { scope: "col" }, `w·v[${d}]`));
+  const body = terms.map((row, j) => h("tr", { class: j === view.i ? "selected" : null },
+    h("th", { scope: "row" }, view.tokens[j]), h("td", {}, fmt(w[j], 3)),
+    h("td", { class: "vector" }, vec(v[j])),
+    ...row.map((x) => h("td", { dataset: { value: x } }, fmt(x, 3)))));
+  const total = h("tr", { class: "total" }, h("th", { scope: "row" }, `z[${view.tokens[view.i]}]`),
+    h("td", {}, ""), h("td", { class: "vector" }, "Σ over keys →"),
+    ...z.map((x, d) => h("td", { dataset: { value: x }, id: `z-${d}` }, fmt(x, 3))));
+  $("contrib").replaceChildren(h("table", { class: "matrix contrib" },
+    h("thead", {}, h("tr", {}, h("th", { class: "corner" }, "key j"), h("th", {}, "w_j"),
+      h("th", {}, "v_j"), ...dims)),
+    h("tbody", {}, body, total)));
+}
+
+function renderHeads(view, t, result) {
+  $("panel-heads").hidden = !view.H;
+  if (!view.H) return;
+  const i = view.i;
+  const rows = t.steps.z.map((zh, hh) => h("tr", { class: hh === view.head ? "selected" : null },
+    h("th", { scope: "row" }, `head ${hh}`), h("td", { class: "vector" }, vec(zh[i])),
+    h("td", { class: "vector" }, vec(t.steps.head_out[hh][i]))));
+  $("heads").replaceChildren(h("table", { class: "matrix heads" },
+    h("thead", {}, h("tr", {}, h("th", { class: "corner" }, view.tokens[i]),
+      h("th", {}, "z (d_head)"), h("th", {}, "head_out = z·W_O^h (d_model)"))),
+    h("tbody", {}, rows, h("tr", { class: "total" }, h("th", { scope: "row" }, "out"),
+      h("td", {}, "Σ_h head_out + b_O ="),
+      h("td", { class: "vector", id: "out-row" }, vec(t.steps.out[i]))))));
+}
+
+function renderWalkthrough(sections) {
+  $("walkthrough").replaceChildren(...sections.map((sec) => h("div", { class: "section" },
+    h("h3", {}, sec.title), h("pre", {}, sec.lines.join("\n")))));
+}
