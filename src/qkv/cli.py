@@ -18,6 +18,7 @@ COMMANDS = {
     "presets": "qkv.commands.presets:presets",
     "softmax": "qkv.commands.softmax:softmax",
     "serve": "qkv.web.command:serve",
+    "lab": "qkv.lab.commands:lab",
 }
 
 
@@ -73,6 +74,7 @@ def main(ctx: click.Context):
       qkv presets                              the built-in scenes
       qkv softmax 2 1 0                        the softmax refresher
       qkv serve --open                         the interactive simulator in your browser
+      qkv lab scaling --png scaling.png        check a tutorial's claim with numbers
     """
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())

@@ -106,8 +106,8 @@ for _name, _doc in {
 @click.option("--out", default="minigpt.npz", show_default=True, type=click.Path(dir_okay=False),
               help="where to save the checkpoint (.npz).")
 @click.option("--compare", is_flag=True,
-              help="also train without ÷√d_k and with τ = 0.25, and compare gradient norms and "
-                   "learning curves.")
+              help="also train without ÷√d_k (scores 4× larger) and with τ = 4 (4× smaller), and "
+                   "compare gradient norms and learning curves.")
 @click.option("--png", type=click.Path(dir_okay=False), default=None,
               help="draw the agreement head's weights on an example sentence.")
 @format_option()
@@ -134,8 +134,8 @@ def train_command(steps: int, seed: int, out: str, compare: bool, png: str | Non
         raise CliError(f"cannot write the checkpoint to {out}: {e}") from None
     if compare:
         runs["no scaling, τ = 1"] = train_with_progress(train, steps=steps, seed=seed, scale=1.0)
-        runs["÷√d_k, τ = 0.25"] = train_with_progress(train, steps=steps, seed=seed,
-                                                       temperature=0.25)
+        runs["÷√d_k, τ = 4"] = train_with_progress(train, steps=steps, seed=seed,
+                                                    temperature=4.0)
     if png:
         try:
             report.agreement_png(out, png)

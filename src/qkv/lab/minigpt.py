@@ -93,6 +93,8 @@ def load(path) -> tuple[dict, Config, dict]:
     try:
         data = np.load(path, allow_pickle=False)
         info = json.loads(str(data["__info__"]))
+    except FileNotFoundError:
+        raise
     except (OSError, KeyError, ValueError) as e:
         raise ValueError(f"{path} is not a qkv Mini-GPT checkpoint (.npz from 'qkv lab train'): "
                          f"{e}") from None

@@ -30,10 +30,18 @@ def training_result(meta: dict, runs: dict, checkpoint: str) -> Result:
                 f"held-out verbs (untrained {meta['untrained_accuracy']:.2f}); layer "
                 f"{head['layer']} head {head['head']} puts {head['mean_weight_on_subject']:.2f} on "
                 f"the subject; checkpoint {checkpoint}")
+    if len(runs) > 1:
+        (base_name, base), *others = runs.items()
+        g0, l0 = np.mean(base.grad_norms[:20]), np.mean(base.losses[-10:])
+        evidence += "; against " + base_name + ": " + ", ".join(
+            f"{name} moves the first steps' ‖grad‖ by {np.mean(r.grad_norms[:20]) / g0 - 1:+.1%} "
+            f"and the final loss by {np.mean(r.losses[-10:]) - l0:+.3f}"
+            for name, r in others)
     return Result("train", CLAIM, ["measure", "value"], rows, supported, evidence)
 
 
-def trace_text(checkpoint: str, text: str, layer: int = 0):
+def trace_text(checkpoint: str, text: str, layer: int = 0, *, scale=None,
+               temperature: float = 1.0):
     """The trace of one layer's attention for a sentence (words from the Mini-GPT's vocabulary).
     A leading <bos> is added when missing; ``___`` stands for the slot being predicted and is
     dropped (the last word then makes the prediction)."""
@@ -46,7 +54,8 @@ def trace_text(checkpoint: str, text: str, layer: int = 0):
     if not 0 <= layer < config.n_layers:
         raise ValueError(f"layer must be in [0, {config.n_layers}), got {layer}")
     ids = np.array(corpus.encode(words))  # (T,)
-    _, traces = minigpt.forward(params, ids, config, return_traces=True)
+    _, traces = minigpt.forward(params, ids, config, scale=scale, temperature=temperature,
+                                return_traces=True)
     tr = traces[layer]
     tr.tokens = words
     return tr
@@ -60,5 +69,4 @@ def agreement_png(checkpoint: str, path: str) -> None:
     words = EXAMPLE.split()
     tr = trace_text(checkpoint, " ".join(words[:-1]), head["layer"])
     weights_png(tr, path, query=len(words) - 2, head=head["head"],
-                title=f"Mini-GPT layer {head['layer']} head {head['head']}: the verb slot "
-                      f"looks back at the subject")
+                title=f"Mini-GPT layer {head['layer']}: verb slot → subject")

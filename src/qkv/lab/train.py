@@ -70,7 +70,7 @@ def _train(torch, steps, batch_size, lr, seed, scale, temperature, progress) -> 
         run.losses.append(loss.item())
         run.grad_norms.append(float(norm))
         if progress:
-            progress(step, float(loss), verb_accuracy(logits.detach().numpy(), b))
+            progress(step, loss.item(), verb_accuracy(logits.detach().numpy(), b))
     run.seconds = time.perf_counter() - start
     run.params = {k: v.detach().numpy().copy() for k, v in params.items()}
     return run
