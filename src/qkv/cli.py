@@ -20,6 +20,7 @@ COMMANDS = {
     "serve": "qkv.web.command:serve",
     "heads": "qkv.models.commands:heads",
     "generate": "qkv.models.commands:generate",
+    "lab": "qkv.lab.commands:lab",
 }
 
 
@@ -76,6 +77,7 @@ def main(ctx: click.Context):
       qkv softmax 2 1 0                        the softmax refresher
       qkv serve --open                         the interactive simulator in your browser
       qkv heads --model minilm-l6 --text "The bank raised rates"   a real model's heads
+      qkv lab scaling --png scaling.png        check a tutorial's claim with numbers
     """
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())

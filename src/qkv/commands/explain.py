@@ -37,7 +37,14 @@ def _token(text: str | None):
 @click.option("--png", type=click.Path(dir_okay=False), metavar="FILE",
               help="Also write a heatmap of the weights (queries × keys, masked cells marked, "
                    "the selected row outlined); needs matplotlib.  Example: --png weights.png")
-def explain(preset, select, temperature, no_scale, causal, head, fmt, png):
+@click.option("--checkpoint", type=click.Path(dir_okay=False), metavar="FILE",
+              help="A Mini-GPT checkpoint from 'qkv lab train' instead of a preset; use with "
+                   "--text and --layer.  Example: --checkpoint minigpt.npz --text 'he often ___'")
+@click.option("--text", metavar="TEXT", help="The sentence to run through --checkpoint.")
+@click.option("--layer", type=int, default=0, show_default=True, metavar="L",
+              help="Which layer of --checkpoint to explain.")
+def explain(preset, select, temperature, no_scale, causal, head, fmt, png, checkpoint, text,
+            layer):
     """Walk through attention for one query token of a built-in scene.
 
     Prints the input vectors X, the query, keys and values, every score q·k (one written out
@@ -55,6 +62,9 @@ def explain(preset, select, temperature, no_scale, causal, head, fmt, png):
       qkv explain --png weights.png
     """
     positive_float("--temperature", temperature)
+    if checkpoint or text:
+        return _explain_checkpoint(checkpoint, text, layer, select, temperature, no_scale, head,
+                                   fmt, png)
     try:
         scene = scenes.load(preset)
         i = scene.select if select is None else scene.index(_token(select))
@@ -103,3 +113,49 @@ def _write_png(trace, path, i, head, name):
     except OSError as e:
         raise CliError(f"cannot write the PNG to {path!r}: {e.strerror or e}") from None
     click.echo(f"wrote {path} ({width}×{height} px)", err=True)
+
+
+def _explain_checkpoint(checkpoint, text, layer, select, temperature, no_scale, head, fmt, png):
+    """The same walkthrough for one layer and head of a trained Mini-GPT on a sentence."""
+    if not (checkpoint and text):
+        raise CliError("--checkpoint and --text go together: give both, e.g. --checkpoint "
+                       "minigpt.npz --text 'he often ___'")
+    from qkv.lab.report import trace_text
+
+    try:
+        trace = trace_text(checkpoint, text, layer, scale=1.0 if no_scale else None,
+                           temperature=temperature)
+    except FileNotFoundError:
+        raise CliError(f"no checkpoint at {checkpoint}; make one with 'qkv lab train --out "
+                       f"{checkpoint}'") from None
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    tokens = trace.tokens
+    n_heads = trace.settings["n_heads"]
+    head = 0 if head is None else head
+    if not 0 <= head < n_heads:
+        raise CliError(f"--head must be one of {list(range(n_heads))}, got {head}")
+    if select is None:
+        i = len(tokens) - 1  # the last word predicts the next one
+    else:
+        tok = _token(select)
+        if isinstance(tok, int):
+            if not -len(tokens) <= tok < len(tokens):
+                raise CliError(f"token index must be in [0, {len(tokens)}), got {tok}")
+            i = tok % len(tokens)
+        elif tok in tokens:
+            i = tokens.index(tok)
+        else:
+            raise CliError(f"token {tok!r} is not in the sentence; choose one of {tokens}")
+    if png:
+        _write_png(trace, png, i, head, f"{checkpoint}: layer {layer} head {head}")
+    if fmt == "json":
+        click.echo(trace.to_json())
+        return
+    from qkv.explain import walkthrough
+    from qkv.report import Section
+
+    intro = Section(f"Mini-GPT {checkpoint}: layer {layer}, head {head}",
+                    (" ".join(tokens), f"query: {tokens[i]} (position {i}) · τ = {temperature:g}"
+                     " · causal mask"))
+    echo_sections([intro, *walkthrough(trace, i, head=head)], fmt)
