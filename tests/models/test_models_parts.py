@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from qkv import models
-from qkv.models import gguf_reader, layers, patterns, rope
+from qkv import layers, models
+from qkv.models import gguf_reader, patterns, rope
 from qkv.models.generation import _pick
 from qkv.models.packages import ModelNotInstalled, data_file, require
 
@@ -75,7 +75,11 @@ def test_norms_and_activations_match_torch():
     np.testing.assert_allclose(layers.layer_norm(x, g, b, eps=1e-12), want_ln, atol=1e-12)
     want_rms = (t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-5)).numpy() * g
     np.testing.assert_allclose(layers.rms_norm(x, g, eps=1e-5), want_rms, atol=1e-12)
-    np.testing.assert_allclose(layers.gelu(x), torch.nn.functional.gelu(t).numpy(), atol=1e-14)
+    np.testing.assert_allclose(layers.gelu_erf(x), torch.nn.functional.gelu(t).numpy(),
+                               atol=1e-14)
+    np.testing.assert_allclose(layers.gelu(x), torch.nn.functional.gelu(t, approximate="tanh")
+                               .numpy(), atol=1e-14)
+    np.testing.assert_allclose(layers.gelu(t).numpy(), layers.gelu(x), atol=0)  # same code on torch
     np.testing.assert_allclose(layers.silu(x), torch.nn.functional.silu(t).numpy(), atol=1e-14)
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from qkv.models.base import TextModel
-from qkv.models.layers import bert_mlp, layer_norm
+from qkv.layers import bert_mlp, layer_norm
 from qkv.models.packages import data_file, require
 from qkv.multihead import MultiHeadAttention
 

@@ -26,7 +26,7 @@ from qkv.models import rope
 from qkv.models.base import TextModel
 from qkv.models.generation import Generator
 from qkv.models.gguf_reader import read
-from qkv.models.layers import rms_norm, swiglu_mlp
+from qkv.layers import rms_norm, swiglu_mlp
 from qkv.models.packages import data_file
 from qkv.trace import Trace
 
