@@ -27,7 +27,7 @@ class Answers:
 
     def __init__(self, given: str | None):
         self.queue = None if given is None else [a.strip() for a in given.split(";")]
-        self.stream = click.get_text_stream("stdin")
+        self.stream = sys.stdin  # read at call time: click's test runner swaps it
         self.tty = self.queue is None and self.stream.isatty()
 
     @property

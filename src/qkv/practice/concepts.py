@@ -91,10 +91,10 @@ def _plain(name: str):
 
 def scale(rng) -> dict:
     d_k = int(rng.choice((16, 64, 256, 1024, 4096)))
-    q, k = rng.standard_normal((400, d_k)), rng.standard_normal((400, d_k))
-    _, trace = attention(q, k, k, return_trace=True)  # (400, 400) scores of random vectors
-    raw, scaled = trace.steps["scores"], trace.steps["scaled"]
-    x = raw[0, :4]
+    q, k = rng.standard_normal((500, 1, d_k)), rng.standard_normal((500, 1, d_k))
+    _, trace = attention(q, k, k, return_trace=True)  # 500 pairs: scores (500, 1, 1)
+    raw, scaled = trace.steps["scores"].ravel(), trace.steps["scaled"].ravel()
+    x = raw[:4]
     lines = (f"with random unit-variance q and k of d_k = {d_k}: the scores' standard deviation "
              f"is {fmt(raw.std(), 1)} (≈ √{d_k} = {fmt(np.sqrt(d_k), 1)}); after ÷ √d_k it is "
              f"{fmt(scaled.std(), 2)}",
