@@ -22,6 +22,7 @@ import numpy as np
 
 ANSWER_TYPES = ("number", "choice", "keys", "vector", "order")
 LETTERS = "abcdefghij"
+MAX_NUMBER = 1e15  # larger answers are typos; it also keeps every gap finite
 
 
 class AnswerError(ValueError):
@@ -149,8 +150,9 @@ def parse_number(text: str) -> float:
         if float(parts[1]) == 0:
             raise AnswerError(f"expected a number, got a division by zero in {text!r}")
         value /= float(parts[1])
-    if not math.isfinite(value):
-        raise AnswerError(f"expected a finite number, got {text!r}")
+    if not (math.isfinite(value) and abs(value) <= MAX_NUMBER):
+        raise AnswerError(f"expected a finite number of size at most {MAX_NUMBER:.0e}, "
+                          f"got {text!r}")
     return value
 
 
