@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from qkv import presets
-from web_reference import single_head
+from web_reference import multi_head, single_head
 
 CAT = presets.load("cat-sat")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"  # gitignored
@@ -128,6 +128,24 @@ def test_causal_masked_keys_cannot_be_picked_and_toggle_off_reveals(page):
     w, _ = single_head(CAT.x, CAT.W_Q, CAT.W_K, CAT.W_V, causal=True)
     got = page.eval_on_selector_all("#bars .bar", "els => els.map(e => Number(e.dataset.weight))")
     np.testing.assert_allclose(got, w[i], rtol=1e-12)
+
+
+def test_two_heads_predicts_the_selected_heads_weights(page, server_url):
+    scene = presets.load("two-heads")
+    page.goto(server_url + "/?preset=two-heads&head=1")
+    page.wait_for_function("() => Number(document.body.dataset.renders) >= 1")
+    page.check("#predict")
+    assert page.locator("#predict-head").inner_text() == " (head 1)"
+    w, _, _ = multi_head(scene.x, scene.W_Q, scene.W_K, scene.W_V, scene.W_O, scene.b_O)
+    row = w[1, scene.select]  # head 1's weights for the selected query
+    best = int(np.argmax(row))
+    page.locator("#predict-keys button").nth(best).click()
+    set_weight(page, 0.9)
+    page.click("#predict-reveal")
+    box = page.locator("#predict-feedback")
+    assert box.get_attribute("data-correct") == "true"
+    assert float(box.get_attribute("data-truth")) == pytest.approx(row[best], rel=1e-12)
+    assert float(box.get_attribute("data-gap")) == pytest.approx(abs(0.9 - row[best]), abs=1e-12)
 
 
 def test_changing_tau_after_a_reveal_asks_again(page):

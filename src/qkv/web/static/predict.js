@@ -30,7 +30,8 @@ function build() {
     step: "0.01", value: "0.5", "aria-label": "estimated weight of the chosen key",
     oninput: (e) => { guess.weight = Number(e.target.value); showWeight(); } });
   const panel = h("section", { id: "panel-predict", class: "panel", hidden: true },
-    h("h2", {}, "predict · where will ", h("code", { id: "predict-query" }), " look?"),
+    h("h2", {}, "predict · where will ", h("code", { id: "predict-query" }), " look?",
+      h("span", { id: "predict-head" })),
     h("p", { class: "hint", id: "predict-ask" }),
     h("div", { id: "predict-keys", class: "tokens", role: "radiogroup",
                "aria-label": "the key you expect to win" }),
@@ -84,6 +85,7 @@ function ask() {
   guess = { key: null, weight: 0.5 };
   const { tokens, i, visible } = question;
   $("predict-query").textContent = tokens[i];
+  $("predict-head").textContent = question.head === null ? "" : ` (head ${question.head})`;
   $("predict-ask").textContent = `Before the weights of "${tokens[i]}" are shown: which key ` +
     "will it give the most weight, and how much of the total 1? Its q and every k are in the " +
     "q · k · v panel; the larger q·k, the larger the weight.";
