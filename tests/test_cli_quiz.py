@@ -173,3 +173,14 @@ def test_terminal_end_of_input_and_ctrl_c_print_the_score():
     child.close()
     assert child.exitstatus == 130
     assert "Traceback" not in (child.before or "")
+
+
+def test_runs_under_the_lazy_qkv_group():
+    from qkv.cli import LazyGroup
+
+    group = LazyGroup("qkv", lazy={"quiz": "qkv.commands.quiz:quiz"})
+    result = CliRunner().invoke(group, ["quiz", "--topic", "scores", "--n", "2", "--seed", "3",
+                                        "--answers", "q"])
+    assert result.exit_code == 0, result.output
+    assert "qkv quiz · scores · 2 exercises · seed 3" in result.output
+    assert "score: 0/0, 2 not answered" in result.output

@@ -55,8 +55,8 @@ def test_d_head_is_d_model_over_heads():
 
 def test_andrea_120m_d_head_is_64():
     ex = next(e for e in (practice.build("sizes/d_head", s) for s in range(200))
-              if e.data["d_model"] == 768 and e.data["n_heads"] == 12)
-    assert ex.answer == 64 and "ANDREA-120M" in ex.prompt
+              if "ANDREA-120M" in e.prompt)
+    assert (ex.data["d_model"], ex.data["n_heads"]) == (768, 12) and ex.answer == 64
 
 
 def test_sqrt_d_head():

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 
 from qkv.practice import computing, concepts, masking, sizes
@@ -30,7 +32,8 @@ def build(kind: str, seed: int) -> Exercise:
         raise ValueError(f"unknown exercise kind {kind!r}; choose one of {list(KINDS)}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= MAX_SEED:
         raise ValueError(f"seed must be an integer in [0, {MAX_SEED}], got {seed!r}")
-    rng = np.random.default_rng([int(seed), list(KINDS).index(kind)])
+    # the kind's name joins the seed (crc32: stable across runs and when kinds are added)
+    rng = np.random.default_rng([int(seed), zlib.crc32(kind.encode())])
     return Exercise(kind=kind, seed=int(seed), **KINDS[kind](rng))
 
 

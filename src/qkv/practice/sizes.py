@@ -32,8 +32,12 @@ def _config(rng, *, context: int = 1024, grouped: bool = False, layers: int = 1)
                          layers=layers, name=name)
 
 
+TITLES = {"gpt2-small": "GPT-2 small", "mini-gpt": "the Mini-GPT"}
+
+
 def _who(c: AttentionDims) -> str:
-    return (f"{c.name.upper()} (d_model = {c.d_model}, {c.n_heads} heads)" if c.name
+    title = TITLES.get(c.name, (c.name or "").upper())
+    return (f"{title} (d_model = {c.d_model}, {c.n_heads} heads)" if c.name
             else f"a model with d_model = {c.d_model} and {c.n_heads} heads")
 
 
