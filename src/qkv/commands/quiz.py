@@ -8,7 +8,9 @@ score so far.
 from __future__ import annotations
 
 import secrets
+import shutil
 import sys
+import textwrap
 
 import click
 
@@ -127,9 +129,10 @@ def _ask(ex, number: int, total: int, source: Answers) -> bool:
 
     click.echo()
     click.echo(click.style(f"{number}/{total} · {ex.kind}", bold=True))
-    click.echo(ex.prompt)
+    for line in ex.prompt.splitlines():
+        _say(line, indent=" " * (len(line) - len(line.lstrip())))
     for letter, choice in zip(practice.exercise.LETTERS, ex.choices):
-        click.echo(f"  {letter}) {choice}")
+        _say(f"  {letter}) {choice}", indent="     ")
     click.echo(click.style(f"answer: {ex.answer_format()}", dim=True))
     while True:
         text = source.read("> ")
@@ -163,8 +166,19 @@ def _reveal(ex, verdict) -> bool:
                    + _gap(verdict))
     click.echo("worked solution:")
     for line in ex.solution:
-        click.echo(f"  {line}")
+        _say(f"  {line}", indent="    ")
     return bool(verdict and verdict.correct)
+
+
+def _say(line: str, *, indent: str = "") -> None:
+    """One line, wrapped on a terminal (at most 100 columns) and continued at ``indent``;
+    left whole when the output goes to a file or a pipe."""
+    if not sys.stdout.isatty():
+        click.echo(line)
+        return
+    width = min(shutil.get_terminal_size((100, 24)).columns, 100)
+    click.echo(textwrap.fill(line, width=width, subsequent_indent=indent,
+                             break_long_words=False, break_on_hyphens=False) or line)
 
 
 def _gap(verdict) -> str:
