@@ -4,6 +4,7 @@ Ctrl-C. Right answers are worked out here from the printed question, not from qk
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 
@@ -113,8 +114,9 @@ pexpect = pytest.importorskip("pexpect", reason="pexpect is not installed (dev e
 
 
 def spawn(*args):
+    env = dict(os.environ, COLUMNS="200", LINES="40")  # questions on one line each
     child = pexpect.spawn(sys.executable, ["-m", "qkv.commands.quiz", *args], encoding="utf-8",
-                          timeout=30, dimensions=(40, 200))
+                          timeout=30, dimensions=(40, 200), env=env)
     return child
 
 
