@@ -5,6 +5,7 @@
     GET  /api/presets           the built-in scenes
     GET  /api/presets/{name}    one scene with its numbers (x, W_Q, W_K, W_V[, W_O, b_O])
     POST /api/trace             a trace, the selected row's numbers and the walkthrough
+    GET  /api/practice...       exercises for the practice panel (see practice_api)
     GET  /api/openapi.json      the schema (interactive docs are off: they would need a CDN)
 
 Every error is a 4xx JSON body {"message": "field: what was expected, what came", "detail": [...]}.
@@ -22,6 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from qkv import presets
 from qkv.web import compute
+from qkv.web.practice_api import router as practice_router
 from qkv.web.schemas import SceneData, SceneInfo, TraceRequest, TraceResponse
 
 STATIC = Path(__file__).parent / "static"
@@ -107,6 +109,8 @@ def create_app() -> FastAPI:
         # Answered as built: the shape is TraceResponse's by construction (tests check it
         # against the schema), and re-validating every array would double the request's time.
         return JSONResponse(compute.run(req))
+
+    app.include_router(practice_router)
 
     @app.get("/", include_in_schema=False)
     def index():

@@ -1,6 +1,8 @@
 // The simulator page: state, URL, controls and the API round trip. Every number shown comes
 // from the server's engine (POST /api/trace); this file only asks and hands the answer to render.
 import { render } from "./render.js";
+import "./predict.js";   // predict-then-reveal; listens for "qkv:rendered"
+import "./practice.js";  // the practice panel (exercises checked by the server)
 
 const TAU_MIN = 0.05, TAU_MAX = 10, STEPS = 1000;  // the τ slider is logarithmic
 
@@ -124,6 +126,7 @@ function paint() {
   renders += 1;
   document.body.dataset.renders = String(renders);
   document.body.dataset.tau = String(result.settings.temperature);
+  document.dispatchEvent(new CustomEvent("qkv:rendered", { detail: { result } }));
 }
 
 // ---- controls -------------------------------------------------------------------------------
