@@ -8,7 +8,7 @@ const $ = (id) => document.getElementById(id);
 const DEFAULT_TEXT = "The cat sat on the mat because it was tired";
 const MODEL_NOTES = {
   "minilm-l6": "MiniLM-L6 (BERT encoder): 6 layers × 12 heads, d_head 32, d_model 384; " +
-    "no mask — every token sees the whole sentence.",
+    "q, k, v add biases (q = x·W_Q + b_Q); no mask — every token sees the whole sentence.",
   "smollm2-135m": "SmolLM2-135M (causal LM): 30 layers × 9 heads sharing 3 K/V heads, d_head 64, " +
     "d_model 576; q and k are rotated by RoPE; causal mask.",
 };
