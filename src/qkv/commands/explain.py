@@ -215,7 +215,7 @@ def _explain_trace(trace, select, head, fmt, png, *, title: str, about: str):
     except ValueError as e:
         raise CliError(f"--select: {e}") from None
     if png:
-        _write_png(trace, png, i, head, f"{title} head {head}")
+        _write_png(trace, png, i, head, title)  # weights_png adds ", head H"
     if fmt == "json":
         click.echo(trace.to_json())
         return
