@@ -32,6 +32,7 @@ def page(browser, model_server_url):
     p = context.new_page()
     p.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     p.on("pageerror", lambda e: errors.append(str(e)))
+    p.console_errors = errors  # a test that provokes a 4xx removes the browser's report of it
     yield p
     context.close()
     assert errors == [], "console errors"
@@ -101,3 +102,26 @@ def test_type_a_sentence_see_the_grid_click_a_head(page, model_server_url, smoll
     assert page.locator("#panel-grid").is_hidden() and page.locator("#panel-w").is_visible()
     assert page.locator("#tokens .token").all_inner_texts() == ["the", "cat", "sat", "on",
                                                                 "the", "mat"]
+
+
+def test_a_shared_url_opens_that_head_and_a_bad_one_falls_back(page, model_server_url, minilm):
+    text = "The bank raised interest rates"
+    page.goto(f"{model_server_url}/?mode=model&model=minilm-l6&text={text}&layer=2&head=5"
+              "&token=2")
+    wait_model_render(page, 0)
+    assert page.locator("#controls").is_hidden()  # the scenes' controls give way
+    assert page.locator("#tokens .token.selected").inner_text() == "bank"
+    want = models.layer_trace("minilm-l6", text, layer=2, model=minilm)
+    bars = np.array(page.eval_on_selector_all(
+        "#bars .bar", "els => els.map(e => Number(e.dataset.weight))"))
+    np.testing.assert_allclose(bars, want["weights"][5, 2], atol=1e-7)
+
+    page.goto(f"{model_server_url}/?mode=model&model=minilm-l6&text={text}&layer=99")
+    wait_model_render(page, 0)
+    assert "layer must be in [0, 6)" in page.inner_text("#error")
+    assert "showing layer 0, head 0 instead" in page.inner_text("#error")
+    assert page.locator("#grid button.thumb.selected").get_attribute("aria-label") == \
+        "layer 0, head 0"
+    refused = "Failed to load resource: the server responded with a status of 422"
+    assert [e for e in page.console_errors if e.startswith(refused)] != []
+    page.console_errors[:] = [e for e in page.console_errors if not e.startswith(refused)]

@@ -62,7 +62,9 @@ function build() {
 
   const form = h("form", { id: "model-controls", autocomplete: "off", hidden: true,
                            onsubmit: (e) => { e.preventDefault(); runText(); } },
-    h("label", {}, "model ", h("select", { id: "model-name", "aria-label": "model" })),
+    h("label", {}, "model ", h("select", {
+      id: "model-name", "aria-label": "model",
+      onchange: (e) => { $("lesson").textContent = MODEL_NOTES[e.target.value] || ""; } })),
     h("label", { class: "grow" }, "text ", h("input", {
       id: "model-text", type: "text", maxlength: 400, spellcheck: "false",
       "aria-label": "sentence (at most 32 tokens)", placeholder: DEFAULT_TEXT })),
@@ -110,6 +112,7 @@ function show(model) {
     saved.hint ??= hint.textContent;
     saved.lesson ??= $("lesson").textContent;
     hint.textContent = "Click a token (or focus it and press ← →) to make it the query.";
+    $("lesson").textContent = MODEL_NOTES[state.model] || state.model;
   } else {
     if (saved.hint !== undefined) hint.textContent = saved.hint;
     if (saved.lesson !== undefined) $("lesson").textContent = saved.lesson;
