@@ -21,6 +21,7 @@ COMMANDS = {
     "heads": "qkv.models.commands:heads",
     "generate": "qkv.models.commands:generate",
     "lab": "qkv.lab.commands:lab",
+    "quiz": "qkv.commands.quiz:quiz",
 }
 
 
@@ -78,6 +79,7 @@ def main(ctx: click.Context):
       qkv serve --open                         the interactive simulator in your browser
       qkv heads --model minilm-l6 --text "The bank raised rates"   a real model's heads
       qkv lab scaling --png scaling.png        check a tutorial's claim with numbers
+      qkv quiz --topic softmax                 practise: exercises with hints and a score
     """
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())

@@ -18,7 +18,7 @@ from qkv.ops import entropy
 from qkv.report import Section, Table, render_markdown, render_plain, render_rich, section
 
 __all__ = ["walkthrough", "Section", "Table", "render_plain", "render_markdown", "render_rich",
-           "fmt", "vec", "dot_terms", "labels"]
+           "fmt", "vec", "dot_terms", "labels", "visible"]
 
 SMALL = 36  # matrices with at most this many entries are printed in full
 
@@ -59,9 +59,20 @@ def dot_terms(q, k, digits: int = 2, limit: int = 8) -> str:
     return " + ".join(terms) + f" = {fmt(np.dot(np.ravel(q), np.ravel(k)), digits)}"
 
 
+def visible(token: str) -> str:
+    """A token with its edge spaces and line breaks made visible: " cat" -> "␣cat"."""
+    core = token.strip(" ")
+    lead, trail = len(token) - len(token.lstrip(" ")), len(token) - len(token.rstrip(" "))
+    if not core:
+        return "␣" * len(token)
+    return ("␣" * lead + core + "␣" * trail).replace("\n", "\\n").replace("\t", "\\t")
+
+
 def labels(tokens, n: int) -> list[str]:
-    """Row names for n positions: the token, with @position added where a token repeats."""
-    toks = list(tokens) if tokens and len(tokens) == n else [str(j) for j in range(n)]
+    """Row names for n positions: the token (edge spaces shown as ␣), with @position added
+    where a token repeats."""
+    toks = ([visible(t) for t in tokens] if tokens and len(tokens) == n
+            else [str(j) for j in range(n)])
     return [t if toks.count(t) == 1 else f"{t}@{j}" for j, t in enumerate(toks)]
 
 
@@ -170,9 +181,14 @@ def _projections(trace, i, rows, cols, where, pick, pick_kv, weights, head):
         if Wq.size <= SMALL and Wq.shape[0] <= 4:
             blocks.append(f"q[{me}] = x[{me}]·W_Q, one column at a time:")
             blocks += [f"  q[{me}][{c}] = {dot_terms(x[i], Wq[:, c])}" for c in range(Wq.shape[1])]
-    blocks.append(f"q[{me}] = x[{me}]·W_Q = {vec(q[i])}")
-    blocks.append("every key k = x·W_K (what a token offers to be matched on) and value "
-                  "v = x·W_V (what it hands back):")
+    if "rope" in trace and head is not None:
+        blocks += _rotary(trace, i, me, head, q)
+        blocks.append("every key k = RoPE(x·W_K) (what a token offers to be matched on, turned "
+                      "by its position) and value v = x·W_V (what it hands back, not turned):")
+    else:
+        blocks.append(f"q[{me}] = x[{me}]·W_Q = {vec(q[i])}")
+        blocks.append("every key k = x·W_K (what a token offers to be matched on) and value "
+                      "v = x·W_V (what it hands back):")
     if k.shape[1] + v.shape[1] <= 12:
         kv = np.concatenate([k, v], axis=1)  # (S, d_k + d_v)
         names = [f"k[{c}]" for c in range(k.shape[1])] + [f"v[{c}]" for c in range(v.shape[1])]
@@ -180,6 +196,19 @@ def _projections(trace, i, rows, cols, where, pick, pick_kv, weights, head):
     else:
         blocks += [_matrix(k, cols, "k"), _matrix(v, cols, "v")]
     return section(f"2. projections: query, keys and values{where}", *blocks)
+
+
+def _rotary(trace, i, me, head, q) -> list[str]:
+    """Lines for a rotary model: q and k in the trace are after RoPE; the ``rope`` step holds
+    them before rotation, the n_heads query heads then the n_kv_heads key heads."""
+    before = trace["rope"][..., head, :, :][i]  # (d_head,)
+    base = trace.settings.get("rope_base")
+    return [f"q and k are taken after the rotary position embedding: q = RoPE(x·W_Q), "
+            f"k = RoPE(x·W_K); RoPE turns each pair of dimensions by an angle proportional to "
+            f"the token's position" + (f" (base {base:g})" if base else "") + ", so q·k "
+            f"depends on how far apart the two tokens are",
+            f"before rotation: x[{me}]·W_Q = {vec(before)}",
+            f"after rotation (position {i}): q[{me}] = RoPE(x[{me}]·W_Q) = {vec(q[i])}"]
 
 
 def _head_matrix(weights, name: str, head) -> np.ndarray:
@@ -264,8 +293,10 @@ def _mix(trace, i, rows, cols, pick, pick_kv, head):
     terms = trace.contributions(i, head=head) if head is not None else trace.contributions(i)
     z = pick(trace["z"])[i]
     S, d_v = terms.shape
+    short = 8 if d_v <= 8 else 4  # two long vectors side by side: keep each row readable
     table = Table(("key", "weight", "v", "weight × v"),
-                  tuple((cols[j], fmt(w[j], 3), vec(v[j]), vec(terms[j])) for j in range(S)))
+                  tuple((cols[j], fmt(w[j], 3), vec(v[j], limit=short),
+                         vec(terms[j], limit=short)) for j in range(S)))
     blocks = ["each key hands back its value v, scaled by its weight:", table,
               "z adds those rows up, one dimension at a time:"]
     for d in range(min(d_v, 8)):

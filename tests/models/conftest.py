@@ -1,4 +1,7 @@
-"""Real-model fixtures: each model is loaded once per test session; absent packages skip."""
+"""Real-model fixtures: each model is loaded once per test session; absent packages skip.
+
+The float32 models (``minilm``, ``smollm2``) live in tests/conftest.py: the web tests use them too.
+"""
 
 from __future__ import annotations
 
@@ -31,18 +34,8 @@ def sentences(reference):
 
 
 @pytest.fixture(scope="session")
-def minilm():
-    return _load("minilm-l6", np.float32)
-
-
-@pytest.fixture(scope="session")
 def minilm64():
     return _load("minilm-l6", np.float64)
-
-
-@pytest.fixture(scope="session")
-def smollm2():
-    return _load("smollm2-135m", np.float32)
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@ and Debian's Chromium driven by Playwright. Tests skip, with the reason, when a 
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import threading
 import time
@@ -16,16 +17,13 @@ CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-network
                   "--disable-quic"]
 
 
-@pytest.fixture(scope="session")
-def server_url():
-    """Base URL (no trailing slash) of a real server started for this test session."""
-    pytest.importorskip("fastapi", reason="the web extra is not installed (pip install '.[web]')")
+def _serve(app):
+    """Serve ``app`` with uvicorn on a free port of 127.0.0.1; yields the base URL."""
     uvicorn = pytest.importorskip("uvicorn", reason="the web extra is not installed")
-    from qkv.web.app import create_app
     from qkv.web.command import bind, url_of
 
     sock = bind("127.0.0.1", 0)
-    server = uvicorn.Server(uvicorn.Config(create_app(), log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -37,6 +35,33 @@ def server_url():
     server.should_exit = True
     thread.join(timeout=10)
     sock.close()
+
+
+@pytest.fixture(scope="session")
+def serve():
+    """serve(app): a context manager that runs ``app`` on a real server, yielding its URL."""
+    return contextlib.contextmanager(_serve)
+
+
+@pytest.fixture(scope="session")
+def server_url():
+    """Base URL (no trailing slash) of a real server started for this test session."""
+    pytest.importorskip("fastapi", reason="the web extra is not installed (pip install '.[web]')")
+    from qkv.web.app import create_app
+
+    yield from _serve(create_app())
+
+
+@pytest.fixture(scope="session")
+def model_server_url(minilm, smollm2):
+    """A real server whose model pool starts with the session's loaded models (so the weights
+    are read once per test session, not once per process part)."""
+    pytest.importorskip("fastapi", reason="the web extra is not installed (pip install '.[web]')")
+    from qkv.web.app import create_app
+    from qkv.web.model_api import ModelPool
+
+    pool = ModelPool(loaded={"minilm-l6": minilm, "smollm2-135m": smollm2})
+    yield from _serve(create_app(model_pool=pool))
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,10 @@ from schemathesis.specs.openapi.checks import response_schema_conformance  # noq
 
 @pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE])
 def test_api_never_answers_5xx(server_url, mode):
-    schema = schemathesis.openapi.from_url(f"{server_url}/api/openapi.json")
+    # the real-model endpoints run a pretrained model per request: fuzzed on their own in
+    # test_web_model_api.py, with fewer examples
+    schema = schemathesis.openapi.from_url(f"{server_url}/api/openapi.json").exclude(
+        path_regex="^/api/model")
     statuses = []
 
     @given(case=schema.as_strategy(mode))

@@ -37,14 +37,18 @@ def _token(text: str | None):
 @click.option("--png", type=click.Path(dir_okay=False), metavar="FILE",
               help="Also write a heatmap of the weights (queries × keys, masked cells marked, "
                    "the selected row outlined); needs matplotlib.  Example: --png weights.png")
+@click.option("--model", "model_name", metavar="NAME",
+              help="A real pretrained model instead of a preset (minilm-l6, smollm2-135m); use "
+                   "with --text, --layer and --head.  Example: --model smollm2-135m --text "
+                   "'The cat sat on the mat' --layer 3 --head 2")
 @click.option("--checkpoint", type=click.Path(dir_okay=False), metavar="FILE",
               help="A Mini-GPT checkpoint from 'qkv lab train' instead of a preset; use with "
                    "--text and --layer.  Example: --checkpoint minigpt.npz --text 'he often ___'")
-@click.option("--text", metavar="TEXT", help="The sentence to run through --checkpoint.")
+@click.option("--text", metavar="TEXT", help="The sentence to run through --model or --checkpoint.")
 @click.option("--layer", type=int, default=0, show_default=True, metavar="L",
-              help="Which layer of --checkpoint to explain.")
-def explain(preset, select, temperature, no_scale, causal, head, fmt, png, checkpoint, text,
-            layer):
+              help="Which layer of --model or --checkpoint to explain (from 0).")
+def explain(preset, select, temperature, no_scale, causal, head, fmt, png, model_name, checkpoint,
+            text, layer):
     """Walk through attention for one query token of a built-in scene.
 
     Prints the input vectors X, the query, keys and values, every score q·k (one written out
@@ -60,8 +64,17 @@ def explain(preset, select, temperature, no_scale, causal, head, fmt, png, check
       qkv explain --preset two-heads --head 1 --format markdown
       qkv explain --format json > trace.json
       qkv explain --png weights.png
+      qkv explain --model smollm2-135m --text "The cat sat on the mat" --layer 3 --head 2
+      qkv explain --model minilm-l6 --text "The bank raised rates" --select bank --png w.png
     """
     positive_float("--temperature", temperature)
+    if model_name is not None:
+        if checkpoint:
+            raise CliError("give --model or --checkpoint, not both")
+        if temperature != 1.0 or no_scale or causal:
+            raise CliError("--temperature, --no-scale and --causal apply to presets and "
+                           "checkpoints; a real model runs with its own scale, τ = 1 and mask")
+        return _explain_model(model_name, text, layer, select, head, fmt, png)
     if checkpoint or text:
         return _explain_checkpoint(checkpoint, text, layer, select, temperature, no_scale, head,
                                    fmt, png)
@@ -117,9 +130,12 @@ def _write_png(trace, path, i, head, name):
 
 def _explain_checkpoint(checkpoint, text, layer, select, temperature, no_scale, head, fmt, png):
     """The same walkthrough for one layer and head of a trained Mini-GPT on a sentence."""
-    if not (checkpoint and text):
-        raise CliError("--checkpoint and --text go together: give both, e.g. --checkpoint "
-                       "minigpt.npz --text 'he often ___'")
+    if not text:
+        raise CliError("--checkpoint needs --text, e.g. --checkpoint minigpt.npz --text "
+                       "'he often ___'")
+    if not checkpoint:
+        raise CliError("--text needs --model NAME (minilm-l6, smollm2-135m) or --checkpoint "
+                       "FILE")
     from qkv.lab.report import trace_text
 
     try:
@@ -130,32 +146,86 @@ def _explain_checkpoint(checkpoint, text, layer, select, temperature, no_scale, 
                        f"{checkpoint}'") from None
     except ValueError as e:
         raise CliError(str(e)) from None
+    _explain_trace(trace, select, head, fmt, png,
+                   title=f"Mini-GPT {checkpoint}: layer {layer}",
+                   about=f"τ = {temperature:g} · causal mask")
+
+
+def _explain_model(name, text, layer, select, head, fmt, png):
+    """The walkthrough for one layer and head of a real pretrained model on a sentence."""
+    from qkv import models
+
+    if text is None:
+        raise CliError("--model needs --text, e.g. --model smollm2-135m --text 'The cat sat "
+                       "on the mat'")
+    if name not in models.NAMES:
+        raise CliError(f"unknown model {name!r}; choose one of {models.names()}")
+    model = _load(name)
+    if not 0 <= layer < model.n_layers:
+        raise CliError(f"--layer must be in [0, {model.n_layers}) for {name}, got {layer}")
+    try:
+        model.encode(text, limit=MODEL_MAX_TOKENS)
+        trace = models.layer_trace(name, text, layer=layer, model=model)
+    except ValueError as e:
+        raise CliError(f"--text: {e}") from None
+    _explain_trace(trace, select, head, fmt, png, title=f"{name}: layer {layer}",
+                   about=MODEL_NOTES.get(name, ""))
+
+
+MODEL_MAX_TOKENS = 64  # the walkthrough prints tables with one row per token
+MODEL_NOTES = {
+    "minilm-l6": "x is the layer's input (after LayerNorm); q, k, v add biases (q = x·W_Q + "
+                 "b_Q); no mask: every token sees the whole sentence",
+    "smollm2-135m": "x is the layer's input after RMSNorm; q and k are rotated by RoPE; "
+                    "9 query heads share 3 K/V heads (head h reads K/V head h // 3); causal mask",
+}
+
+
+def load_model(name: str):
+    """Load a model by name, with a spinner on stderr (tests replace this with loaded ones)."""
+    from rich.console import Console
+
+    from qkv import models
+
+    with Console(stderr=True).status(f"loading {name} (reading and converting its weights)…"):
+        return models.load(name)
+
+
+def _load(name: str):
+    from qkv.models import ModelNotInstalled
+
+    try:
+        return load_model(name)
+    except ModelNotInstalled as e:
+        raise CliError(str(e)) from None
+
+
+def _explain_trace(trace, select, head, fmt, png, *, title: str, about: str):
+    """What --checkpoint and --model share: choose the query (default: the last token) and
+    the head, then write the PNG, the JSON trace or the walkthrough."""
+    from qkv.models.result import token_index
+
     tokens = trace.tokens
     n_heads = trace.settings["n_heads"]
     head = 0 if head is None else head
     if not 0 <= head < n_heads:
-        raise CliError(f"--head must be one of {list(range(n_heads))}, got {head}")
-    if select is None:
-        i = len(tokens) - 1  # the last word predicts the next one
-    else:
-        tok = _token(select)
-        if isinstance(tok, int):
-            if not -len(tokens) <= tok < len(tokens):
-                raise CliError(f"token index must be in [0, {len(tokens)}), got {tok}")
-            i = tok % len(tokens)
-        elif tok in tokens:
-            i = tokens.index(tok)
-        else:
-            raise CliError(f"token {tok!r} is not in the sentence; choose one of {tokens}")
+        raise CliError(f"--head must be in [0, {n_heads}), got {head}")
+    try:
+        i = len(tokens) - 1 if select is None else token_index(tokens, select)
+    except ValueError as e:
+        raise CliError(f"--select: {e}") from None
     if png:
-        _write_png(trace, png, i, head, f"{checkpoint}: layer {layer} head {head}")
+        _write_png(trace, png, i, head, title)  # weights_png adds ", head H"
     if fmt == "json":
         click.echo(trace.to_json())
         return
     from qkv.explain import walkthrough
     from qkv.report import Section
 
-    intro = Section(f"Mini-GPT {checkpoint}: layer {layer}, head {head}",
-                    (" ".join(tokens), f"query: {tokens[i]} (position {i}) · τ = {temperature:g}"
-                     " · causal mask"))
+    from qkv.explain import visible
+
+    intro = Section(f"{title}, head {head}",
+                    (f"{len(tokens)} tokens: " + " ".join(visible(t) for t in tokens),
+                     f"query: {visible(tokens[i])} (position {i})"
+                     + (f" · {about}" if about else "")))
     echo_sections([intro, *walkthrough(trace, i, head=head)], fmt)

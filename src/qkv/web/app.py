@@ -6,6 +6,8 @@
     GET  /api/presets/{name}    one scene with its numbers (x, W_Q, W_K, W_V[, W_O, b_O])
     POST /api/trace             a trace, the selected row's numbers and the walkthrough
     GET  /api/practice...       exercises for the practice panel (see practice_api)
+    GET  /api/models            the real models (model_api.py)
+    POST /api/model/trace       a sentence through a real model: the grid and one head
     GET  /api/openapi.json      the schema (interactive docs are off: they would need a CDN)
 
 Every error is a 4xx JSON body {"message": "field: what was expected, what came", "detail": [...]}.
@@ -68,8 +70,11 @@ def _where(loc) -> str:
     return ".".join(parts) or "body"
 
 
-def create_app() -> FastAPI:
-    """A fresh app (no global state); ``qkv serve`` runs one under uvicorn."""
+def create_app(*, model_pool=None) -> FastAPI:
+    """A fresh app (no global state); ``qkv serve`` runs one under uvicorn.
+
+    model_pool: a ``model_api.ModelPool`` (default: a new one that loads models on first use).
+    """
     app = FastAPI(title="qkv simulator", version="1", docs_url=None, redoc_url=None,
                   openapi_url="/api/openapi.json",
                   description="Query-key-value attention with every number from qkv's engine.")
@@ -111,6 +116,9 @@ def create_app() -> FastAPI:
         return JSONResponse(compute.run(req))
 
     app.include_router(practice_router)
+    from qkv.web import model_api
+
+    model_api.add_routes(app, model_pool or model_api.ModelPool())
 
     @app.get("/", include_in_schema=False)
     def index():

@@ -116,7 +116,11 @@ async function compute() {
   }
 }
 
+// Another mode (model.js) may own the panels: scenes paint only while they are shown.
+const scenesShown = () => (document.body.dataset.mode || "scenes") === "scenes";
+
 function paint() {
+  if (!scenesShown()) return;
   state.select = result.settings.select;
   syncControls();
   scheduleURL();
@@ -207,6 +211,10 @@ function wire() {
     compute();
   });
   $("controls").addEventListener("submit", (e) => e.preventDefault());
+  window.addEventListener("qkv:mode", () => {  // back from another mode: repaint everything
+    editsVersion += 1;
+    if (result && scenesShown()) paint();
+  });
 }
 
 async function start() {

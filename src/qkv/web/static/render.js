@@ -41,7 +41,7 @@ export function render(result, ctx) {
   if (key !== editorsKey) {
     editorsKey = key;
     renderTokens(view, ctx);
-    renderEditors(view, ctx);
+    if (ctx.scene) renderEditors(view, ctx);  // a real model (model.js) has no editable X, W
   }
   markTokens(view);
   renderQKV(view, t);
@@ -125,11 +125,15 @@ function renderQKV(view, t) {
 
 // ---- the pipeline heatmap ---------------------------------------------------------------------
 
+let latest = null;  // the ctx of the last render
+
 function renderPipeline(view, t, ctx) {
+  latest = ctx;
   const stages = $("stages");
   if (!stages.children.length) {
     stages.append(...STAGES.map((name) => h("button", {
-      type: "button", role: "radio", dataset: { stage: name }, onclick: () => ctx.onStage(name),
+      type: "button", role: "radio", dataset: { stage: name },
+      onclick: () => latest.onStage(name),  // the page's current mode (scenes or model.js)
     }, name)));
     $("heatmap").addEventListener("mouseover", (e) => {
       const cell = e.target.closest("td[data-label]");

@@ -1,0 +1,208 @@
+"""The simulator's "real model" mode: a sentence through a pretrained model, one head inspected.
+
+    GET  /api/models          the models, whether each is installed, the token limit
+    POST /api/model/trace     {model, text, layer, head, select, grid} -> the layers × heads grid
+                              of weights and one head's trace, numbers and walkthrough
+
+Each model is loaded once per server process, on first use (``ModelPool``); the last few runs
+are kept, so clicking through the heads of one sentence does not rerun the model. No attention
+math lives here: the model's forward pass fills ``qkv.Trace`` objects (qkv's engine), the prose
+comes from ``qkv.explain.walkthrough``.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import threading
+from collections import OrderedDict
+from typing import Literal
+
+import numpy as np
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from qkv import models
+from qkv.explain import walkthrough
+from qkv.ops import entropy
+from qkv.trace import Trace
+from qkv.web.compute import FieldError
+from qkv.web.schemas import Section, Selected
+
+MAX_TOKENS = 32  # the page's limit: a 32 × 32 heatmap per head stays readable
+MAX_CHARS = 400  # checked before tokenizing
+KEEP_RUNS = 4  # sentences whose traces (every layer) stay in memory, ≈ 40 MB each at 32 tokens
+
+ModelName = Literal[tuple(models.NAMES)]
+
+
+class ModelTraceRequest(BaseModel):
+    """A sentence through a real model; which layer, head and query token to inspect."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"model": "smollm2-135m", "text": "The cat sat on the mat", "layer": 3, "head": 2}]})
+
+    model: ModelName = Field(description="GET /api/models lists them")
+    text: str = Field(min_length=1, max_length=MAX_CHARS,
+                      description=f"the sentence; at most {MAX_TOKENS} tokens")
+    layer: int = Field(0, strict=True, ge=0, description="layer to inspect, from 0")
+    head: int = Field(0, strict=True, ge=0, description="query head to inspect, from 0")
+    select: int | None = Field(None, strict=True, ge=0,
+                               description="query token index; default: the last token")
+    grid: bool = Field(True, strict=True,
+                       description="include every layer's and head's weights (the grid)")
+
+
+class ModelInfo(BaseModel):
+    name: str
+    installed: bool | None = Field(None, description="None until checked")
+    n_layers: int | None = None
+    n_heads: int | None = None
+    n_kv_heads: int | None = None
+    d_model: int | None = None
+    d_head: int | None = None
+    max_tokens: int = MAX_TOKENS
+
+
+class Grid(BaseModel):
+    """Every layer's and head's weights, (n_layers, n_heads, L, L), one byte each:
+    weight ≈ byte / 255, row-major, base64. Enough to draw thumbnails, not to compute with."""
+
+    shape: list[int]
+    encoding: Literal["uint8/255 base64"] = "uint8/255 base64"
+    data: str
+
+
+class ModelTraceResponse(BaseModel):
+    model: ModelInfo
+    tokens: list[str]
+    settings: dict = Field(description="model, layer, head, select actually used")
+    grid: Grid | None
+    trace: dict = Field(description="Trace.to_dict() of the selected head alone (no head axis): "
+                                    "q, k, v (after RoPE where the model has it), scores … "
+                                    "weights, z")
+    selected: Selected
+    walkthrough: list[Section]
+
+
+class ModelPool:
+    """Models loaded on first use, once per process; finished runs kept for a few sentences."""
+
+    def __init__(self, loader=models.load, *, loaded: dict | None = None):
+        self.loader = loader
+        self.loaded = dict(loaded or {})
+        self.missing: dict[str, str] = {}  # name -> why it cannot load
+        self.runs: OrderedDict = OrderedDict()  # (name, text) -> ModelTrace
+        self.lock = threading.Lock()
+        self.load_locks = {name: threading.Lock() for name in models.NAMES}
+
+    def get(self, name: str):
+        with self.load_locks[name]:
+            if name not in self.loaded:
+                try:
+                    self.loaded[name] = self.loader(name)
+                except models.ModelNotInstalled as e:  # the request names a model this
+                    self.missing[name] = str(e)  # server cannot run: a 4xx, never a 5xx
+                    raise FieldError("model", f"{name} is not installed on this server: {e}",
+                                     status=422) from None
+            return self.loaded[name]
+
+    def run(self, model, text: str):
+        key = (model.name, text)
+        with self.lock:
+            if key in self.runs:
+                self.runs.move_to_end(key)
+                return self.runs[key]
+        result = model.trace(text)
+        with self.lock:
+            self.runs[key] = result
+            while len(self.runs) > KEEP_RUNS:
+                self.runs.popitem(last=False)
+        return result
+
+    def info(self, name: str) -> ModelInfo:
+        m = self.loaded.get(name)
+        if m is None:
+            return ModelInfo(name=name, installed=False if name in self.missing else None)
+        return ModelInfo(name=name, installed=True, n_layers=m.n_layers, n_heads=m.n_heads,
+                         n_kv_heads=m.n_kv_heads, d_model=m.d_model, d_head=m.d_head)
+
+
+def _in_range(field: str, value: int, n: int, what: str) -> None:
+    if not 0 <= value < n:
+        raise FieldError(field, f"{field} must be in [0, {n}) {what}, got {value}")
+
+
+def one_head(trace: Trace, head: int) -> Trace:
+    """One head of a layer trace as a trace without a head axis (K/V head chosen by group)."""
+    s = trace.settings
+    H, G = s["n_heads"], s.get("n_kv_heads") or s["n_heads"]
+    kv = head // (H // G)
+    steps = {name: trace[name][kv] if name in ("k", "v") else trace[name][head]
+             for name in ("q", "k", "v", "scores", "scaled", "tempered", "masked", "weights", "z")}
+    mask = s.get("mask")
+    if mask is not None:
+        mask = np.ascontiguousarray(np.broadcast_to(mask, trace["weights"].shape)[head])
+    settings = {k: v for k, v in s.items() if k not in ("mask", "n_heads", "n_kv_heads")}
+    return Trace(steps, {**settings, "mask": mask, "n_heads": None, "n_kv_heads": None},
+                 tokens=list(trace.tokens))
+
+
+def grid(weights: np.ndarray) -> Grid:
+    """(n_layers, n_heads, L, L) weights -> one byte each."""
+    data = np.clip(np.rint(weights * 255), 0, 255).astype(np.uint8)
+    return Grid(shape=list(data.shape), data=base64.b64encode(data.tobytes()).decode())
+
+
+def run(pool: ModelPool, req: ModelTraceRequest) -> dict:
+    """The API's answer (see ``ModelTraceResponse``)."""
+    if not req.text.strip():
+        raise FieldError("text", f"text must contain at least one non-space character, got "
+                                 f"{req.text!r}")
+    m = pool.get(req.model)
+    try:
+        m.encode(req.text, limit=MAX_TOKENS)
+    except ValueError as e:
+        raise FieldError("text", str(e).replace("a trace keeps every step of every layer, so "
+                                                "it reads", "the page reads")) from None
+    _in_range("layer", req.layer, m.n_layers, f"({req.model} has {m.n_layers} layers)")
+    _in_range("head", req.head, m.n_heads, f"({req.model} has {m.n_heads} heads a layer)")
+    result = pool.run(m, req.text)
+    L = len(result.tokens)
+    i = L - 1 if req.select is None else req.select
+    _in_range("select", i, L, f"(the text is {L} tokens)")
+    layer = result.layer(req.layer)
+    head = one_head(layer, req.head)
+    w = head["weights"][i]  # (S,)
+    ent = float(entropy(w))
+    visible = L if head.settings["mask"] is None else int(head.settings["mask"][i].sum())
+    return {
+        "model": pool.info(req.model).model_dump(),
+        "tokens": list(result.tokens),
+        "settings": {"model": req.model, "layer": req.layer, "head": req.head, "select": i},
+        "grid": grid(result.weights).model_dump() if req.grid else None,
+        "trace": head.to_dict(),
+        "selected": {"index": i, "head": req.head, "weights_sum": float(w.sum()),
+                     "entropy": ent, "effective_tokens": math.exp(ent), "visible_keys": visible,
+                     "contributions": head.contributions(i).tolist()},
+        "walkthrough": [{"title": s.title, "lines": list(s.lines)}
+                        for s in walkthrough(layer, i, head=req.head)],
+    }
+
+
+def add_routes(app: FastAPI, pool: ModelPool) -> None:
+    """Register the model endpoints on the simulator's app."""
+
+    @app.get("/api/models", response_model=list[ModelInfo])
+    def list_models():
+        """The real models; installed is None until a model has been asked for."""
+        return [pool.info(name) for name in models.names()]
+
+    @app.post("/api/model/trace", response_model=ModelTraceResponse,
+              responses={422: {"description": "a field is missing, malformed or out of range, "
+                                              "or the model is not installed"}})
+    def model_trace(req: ModelTraceRequest):
+        """Run the text through the model (cached per sentence); one head in detail."""
+        # sync: the forward pass runs in the server's thread pool, not on the event loop
+        return JSONResponse(run(pool, req))
