@@ -21,6 +21,7 @@ COMMANDS = {
     "heads": "qkv.models.commands:heads",
     "generate": "qkv.models.commands:generate",
     "lab": "qkv.lab.commands:lab",
+    "ring": "qkv.distributed.command:ring",
 }
 
 
