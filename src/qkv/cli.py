@@ -22,6 +22,7 @@ COMMANDS = {
     "generate": "qkv.models.commands:generate",
     "lab": "qkv.lab.commands:lab",
     "quiz": "qkv.commands.quiz:quiz",
+    "ring": "qkv.distributed.command:ring",
 }
 
 
@@ -80,6 +81,7 @@ def main(ctx: click.Context):
       qkv heads --model minilm-l6 --text "The bank raised rates"   a real model's heads
       qkv lab scaling --png scaling.png        check a tutorial's claim with numbers
       qkv quiz --topic softmax                 practise: exercises with hints and a score
+      qkv ring -n 2 --T 4096                   ring attention over 2 local processes
     """
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())

@@ -140,6 +140,38 @@ def softmax(masked, mask=None):
     return e / total
 
 
+def logsumexp(masked, mask=None):
+    """lse = log Σ_j exp(masked_j) per row, with the row max subtracted first; −inf for a row
+    whose keys are all masked (decided from ``mask``). (..., L, S) -> (..., L)."""
+    xp = namespace(masked)
+    row_max = xp.max(masked, axis=-1, keepdims=True)  # (..., L, 1)
+    live = None if mask is None else xp.any(mask, axis=-1, keepdims=True)
+    if live is not None:
+        row_max = xp.where(live, row_max, 0.0)
+    total = xp.sum(xp.exp(masked - row_max), axis=-1, keepdims=True)  # (..., L, 1)
+    with np.errstate(divide="ignore"):  # log 0 = −inf for a fully masked row
+        lse = xp.log(total) + row_max
+    if live is not None:
+        lse = xp.where(live, lse, -math.inf)
+    return lse[..., 0]
+
+
+def merge_partials(z_a, lse_a, z_b, lse_b):
+    """Combine attention over two disjoint sets of keys from each set's output and logsumexp:
+
+        lse = log(e^lse_a + e^lse_b),   z = e^(lse_a − lse)·z_a + e^(lse_b − lse)·z_b
+
+    z (..., L, d_v), lse (..., L). Rows with no visible key in either set stay z = 0, lse = −inf.
+    """
+    xp = namespace(z_a, z_b)
+    lse = xp.logaddexp(lse_a, lse_b)  # (..., L)
+    live = xp.isfinite(lse) | xp.isnan(lse)
+    safe = xp.where(live, lse, 0.0)
+    w_a = xp.where(live, xp.exp(lse_a - safe), 0.0)[..., None]  # (..., L, 1)
+    w_b = xp.where(live, xp.exp(lse_b - safe), 0.0)[..., None]
+    return w_a * z_a + w_b * z_b, lse
+
+
 def weighted_sum(weights, v, mask=None):
     """z = weights·v.
 

@@ -1,0 +1,93 @@
+"""Ring attention over 2 and 4 local gloo processes against single-process qkv.attention."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="ring attention runs on torch.distributed")
+
+import qkv  # noqa: E402
+from qkv import ops  # noqa: E402
+from qkv.distributed import check, launch  # noqa: E402
+
+CASES = [
+    check.Setup(T=37, heads=2, d=5, causal=False, grad=True),
+    check.Setup(T=37, heads=2, d=5, causal=True, grad=True, temperature=0.7, scale=0.3),
+    check.Setup(T=23, heads=1, d=8, causal=True, dtype="float32"),
+    check.Setup(T=29, heads=3, d=4, causal=False, dtype="float32", temperature=2.0),
+    # a few query rows at a time (2 heads × ~10 keys × 8 bytes = 160 bytes a row)
+    check.Setup(T=41, heads=2, d=3, causal=True, grad=True, chunk_bytes=400),
+]
+
+
+@pytest.fixture(scope="module", params=[2, 4], ids=["2 ranks", "4 ranks"])
+def reports(request):
+    world = request.param
+    per_rank = launch.run(check.workers, world, CASES, timeout_s=60)
+    return world, [check.compare([r[i] for r in per_rank], setup)
+                   for i, setup in enumerate(CASES)]
+
+
+def test_output_equals_single_process_attention(reports):
+    world, reps = reports
+    for setup, rep in zip(CASES, reps):
+        assert rep["world_size"] == world
+        if setup.dtype == "float64":
+            assert rep["max_abs_diff"] <= 1e-10, setup
+        else:  # within twice the float32 single-process error against float64
+            assert rep["max_abs_diff"] <= 2 * rep["reference_error"] + 1e-12, setup
+
+
+def test_gradients_equal_single_process_gradients(reports):
+    _, reps = reports
+    for setup, rep in zip(CASES, reps):
+        if setup.grad:
+            assert max(rep["grad_max_abs_diff"]) <= 1e-10, setup
+
+
+def test_each_rank_sends_its_share_of_k_and_v(reports):
+    world, reps = reports
+    setup, rep = CASES[0], reps[0]
+    kv = 2 * setup.heads * setup.T * setup.d * 8
+    sent = sum(rep["bytes_sent_per_rank"])
+    assert sent == (world - 1) * kv  # every block travels N − 1 hops in the forward pass
+    for b in rep["bytes_sent_per_rank"]:
+        assert abs(b - kv * (world - 1) / world) <= 2 * setup.heads * setup.d * 8 * (world - 1)
+
+
+def test_slices_cover_the_sequence_unevenly():
+    assert check.bounds(37, 4) == [(0, 10), (10, 19), (19, 28), (28, 37)]
+    assert check.bounds(3, 4) == [(0, 1), (1, 2), (2, 3), (3, 3)]
+
+
+def test_a_failing_rank_stops_the_others_with_a_clear_error():
+    with pytest.raises(RuntimeError, match=r"rank 1: ValueError: rank 1 was asked to fail"):
+        launch.run(check.worker, 2, check.Setup(T=8, fail_rank=1), timeout_s=20)
+
+
+def test_one_process_ring_is_plain_attention():
+    rep = launch.run(check.worker, 1, CASES[1], timeout_s=30)
+    assert check.compare(rep, CASES[1])["max_abs_diff"] <= 1e-12
+
+
+def test_merge_of_partials_equals_attention_over_all_keys(rng):
+    q, k, v = rng.normal(size=(3, 4)), rng.normal(size=(7, 4)), rng.normal(size=(7, 2))
+    mask = np.ones((3, 7), bool)
+    mask[0, :3] = False  # query 0 sees nothing of the first block
+
+    def part(a, b):
+        m = mask[:, a:b]
+        s = ops.apply_mask(ops.scale(ops.scores(q, k[a:b]), 0.5), m)
+        return ops.weighted_sum(ops.softmax(s, m), v[a:b], m), ops.logsumexp(s, m)
+
+    z, lse = ops.merge_partials(*part(0, 3), *part(3, 7))
+    assert np.allclose(z, qkv.attention(q, k, v, mask=mask), atol=1e-15)
+    s = ops.scale(ops.scores(q, k), 0.5)
+    ref = np.log(np.sum(np.where(mask, np.exp(s), 0), axis=-1))  # float64 by hand
+    assert np.allclose(lse, ref, atol=1e-14)
+
+
+def test_bad_shapes_are_refused_before_any_communication():
+    from qkv.distributed import ring_attention
+
+    with pytest.raises(ValueError, match=r"same positions.*\(3, 4\).*\(5, 4\)"):
+        ring_attention(torch.zeros(3, 4), torch.zeros(5, 4), torch.zeros(5, 4))
