@@ -1,0 +1,226 @@
+"""Exact attention without the L×S matrix: blocked online softmax in NumPy.
+
+For each block of query rows, keys are visited block by block while every row keeps a running
+maximum m, a running sum ℓ and an unnormalised output a (FlashAttention's recurrence):
+
+    s   = (q·c)·k_blockᵀ                  c = scale / τ, folded into q once
+    m'  = max(m, max_j s_j)               α = exp(m − m')
+    ℓ'  = α·ℓ + Σ_j exp(s_j − m')         a' = α·a + exp(s − m')·v_block
+    z   = a / ℓ   (0 where the row sees no key)
+
+Only one (block_q, block_k) tile of scores exists at a time per worker. Key blocks that the
+causal mask hides entirely are skipped; fully visible ones are not masked at all. Query heads
+that share a K/V head (grouped-query attention) are stacked as rows of one matrix, so a one-token
+decoding step against a long cache is a few matrix-vector products per K/V head.
+
+Conventions are the reference's (``qkv.attention``): mask True = may attend, causal alignment
+bottom-right or top-left, a row that sees no key gives 0, a NaN in anything a row sees gives NaN.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
+
+import numpy as np
+
+BLOCK_Q = 256  # query rows per tile
+BLOCK_K = 512  # keys per tile; a float32 tile is 512 KiB, the size of one core's L2 cache
+TILE = BLOCK_Q * BLOCK_K  # decoding (few rows) takes longer key blocks of the same area
+
+
+def blocked_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature=1.0,
+                      block_q=BLOCK_Q, block_k=BLOCK_K, workers=None):
+    """z = softmax(mask(q·kᵀ·scale)/τ)·v by blocked online softmax, for validated NumPy inputs.
+
+    q (..., [H,] L, d_k), k (..., [G,] S, d_k), v (..., [G,] S, d_v), one floating dtype, G
+    dividing H (``qkv.attention`` checks all this). mask: boolean, broadcastable to
+    (..., H, L, S), or None. causal: None, "bottom-right" or "top-left". workers: threads
+    (default ``default_workers()``). Returns (..., [H,] L, d_v) in q's dtype.
+    """
+    work = np.float64 if q.dtype == np.float64 else np.float32  # float16 runs in float32
+    L, S, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+    nd = max(q.ndim, k.ndim, v.ndim, 3)
+    q4, k4, v4 = (_padded(a, nd) for a in (q, k, v))  # (..., heads, length, features)
+    G, r = _groups(q4.shape[-3], k4.shape[-3], v4.shape[-3])
+    batch = np.broadcast_shapes(q4.shape[:-3], k4.shape[:-3], v4.shape[:-3])
+    out = np.zeros((*batch, G, r, L, d_v), dtype=work)  # (..., G, r, L, d_v)
+    if out.size and S:
+        qg = np.broadcast_to(_split_heads(q4, G, r), (*batch, G, r, L, d_k))
+        kg = np.broadcast_to(k4, (*batch, G, S, d_k))  # (..., G, S, d_k), no copy
+        vg = np.broadcast_to(v4, (*batch, G, S, d_v))  # (..., G, S, d_v), no copy
+        mg = None
+        if mask is not None:
+            mask = _padded(np.asarray(mask), nd)
+            mg = np.broadcast_to(_split_heads(mask, G, r), (*batch, G, r, L, S))
+        plan = _Plan(L, S, r, causal, block_q, block_k, scale / temperature, work, d_k, d_v)
+        items = [(unit, rows) for unit in np.ndindex(*batch, G) for rows in plan.row_blocks()]
+
+        def run(item):
+            unit, rows = item
+            plan.tile(qg[unit], kg[unit], vg[unit], None if mg is None else mg[unit], rows,
+                      out[unit])
+
+        n = min(default_workers() if workers is None else workers, len(items))
+        if n <= 1:
+            for item in items:
+                run(item)
+        else:
+            with _single_threaded_blas(), ThreadPoolExecutor(n) as pool:
+                list(pool.map(run, items))
+    out = out.reshape(*batch, G * r, L, d_v)  # (..., H, L, d_v)
+    out = out.reshape(out.shape[nd - max(q.ndim, k.ndim, v.ndim):])  # drop the padding axes
+    return out if out.dtype == q.dtype else out.astype(q.dtype)
+
+
+def default_workers() -> int:
+    """Threads for the kernel: one per CPU this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+class _Buffers(NamedTuple):
+    q: np.ndarray  # (rows, d_k) the block's queries times scale/τ
+    s: np.ndarray  # (rows, block_k) scores, then probabilities, in place
+    pv: np.ndarray  # (rows, d_v) probabilities · values
+
+
+class _Plan:
+    """Block sizes and the per-tile recurrence for one call."""
+
+    def __init__(self, L, S, r, causal, block_q, block_k, factor, dtype, d_k, d_v):
+        self.L, self.S, self.r, self.factor, self.dtype = L, S, r, factor, dtype
+        self.d_k, self.d_v = d_k, d_v
+        self.buffers = {}  # thread id -> that thread's tile buffers
+        self.offset = None if causal is None else (S - L if causal == "bottom-right" else 0)
+        rows = r * L
+        self.bq = max(1, min(block_q, rows))
+        # few query rows (decoding): longer key blocks, same tile area
+        self.bk = max(1, min(S, max(block_k, (block_q * block_k) // self.bq)))
+
+    def row_blocks(self):
+        """Row ranges (h0, h1, i0, i1) of the stacked (r, L) query rows: either a slice of one
+        head's rows (L ≥ bq) or whole heads h0..h1 (short L, e.g. one decoding token)."""
+        L, r, bq = self.L, self.r, self.bq
+        if L >= bq:
+            return [(h, h + 1, i0, min(i0 + bq, L)) for h in range(r) for i0 in range(0, L, bq)]
+        per = max(1, bq // L)
+        return [(h0, min(h0 + per, r), 0, L) for h0 in range(0, r, per)]
+
+    def key_range(self, i0, i1):
+        """Keys [0, j_end) that some row i0..i1-1 sees, and j_full: keys < j_full every row sees."""
+        if self.offset is None:
+            return self.S, self.S
+        j_end = min(self.S, max(0, i1 - 1 + self.offset + 1))
+        j_full = min(self.S, max(0, i0 + self.offset + 1))
+        return j_end, j_full
+
+    def tile(self, q_u, k_u, v_u, m_u, rows, out_u):
+        """Run the recurrence for query rows ``rows`` of one K/V head; write z into out_u.
+
+        q_u (r, L, d_k), k_u (S, d_k), v_u (S, d_v), m_u (r, L, S) or None, out_u (r, L, d_v).
+        """
+        h0, h1, i0, i1 = rows
+        buf = self._buffers()
+        # (h1-h0, i1-i0, d_k) -> (n, d_k): the rows of this block, already times scale/τ
+        qs = np.multiply(q_u[h0:h1, i0:i1].reshape(-1, q_u.shape[-1]), self.factor,
+                         out=buf.q[: (h1 - h0) * (i1 - i0)], casting="same_kind")
+        n = qs.shape[0]
+        m = np.full(n, -np.inf, dtype=self.dtype)  # running max per row
+        ell = np.zeros(n, dtype=self.dtype)  # running sum per row
+        acc = np.zeros((n, v_u.shape[-1]), dtype=self.dtype)  # unnormalised output
+        pos = np.tile(np.arange(i0, i1), h1 - h0)  # (n,) each row's query position
+        j_end, j_full = self.key_range(i0, i1)
+        for j0 in range(0, j_end, self.bk):
+            j1 = min(j0 + self.bk, j_end)
+            hidden = self._hidden(m_u, h0, h1, i0, i1, j0, j1, j_full, pos)
+            if hidden is True:
+                continue  # the whole tile is masked
+            s = np.matmul(qs, k_u[j0:j1].T, out=buf.s[:n, : j1 - j0])  # (n, d_k) @ (d_k, bk)
+            if hidden is not None:
+                np.copyto(s, -np.inf, where=hidden)
+            m_new = np.maximum(m, s.max(axis=1))  # (n,)
+            stab = np.where(m_new == -np.inf, 0.0, m_new).astype(self.dtype)  # dead rows: 0
+            alpha = np.exp(m - stab)  # (n,) rescales what was summed so far
+            np.subtract(s, stab[:, None], out=s)
+            np.exp(s, out=s)  # p = exp(s − m'), in place
+            ell *= alpha
+            ell += s.sum(axis=1)
+            acc *= alpha[:, None]
+            pv = np.matmul(s, v_u[j0:j1], out=buf.pv[:n])  # (n, bk) @ (bk, d_v) -> (n, d_v)
+            acc += pv
+            m = m_new
+        z = out_u[h0:h1, i0:i1].reshape(n, -1)  # a view: (h1-h0, i1-i0, d_v) -> (n, d_v)
+        live = ell > 0  # 0 only when every key of the row is masked
+        np.divide(acc, ell[:, None], out=z, where=live[:, None])
+
+    def _buffers(self):
+        """This thread's tile buffers, made on its first tile."""
+        buf = self.buffers.get(threading.get_ident())
+        if buf is None:
+            n = self.bq if self.L >= self.bq else max(1, self.bq // self.L) * self.L
+            buf = self.buffers[threading.get_ident()] = _Buffers(
+                np.empty((n, self.d_k), self.dtype), np.empty((n, self.bk), self.dtype),
+                np.empty((n, self.d_v), self.dtype))
+        return buf
+
+    def _hidden(self, m_u, h0, h1, i0, i1, j0, j1, j_full, pos):
+        """Boolean (n, j1-j0) of masked scores in this tile; None if none is, True if all are."""
+        hidden = None
+        if self.offset is not None and j1 > j_full:  # tile crosses the causal diagonal
+            j = np.arange(j0, j1)  # (bk,)
+            hidden = j[None, :] > pos[:, None] + self.offset  # (n, 1) vs (1, bk) -> (n, bk)
+        if m_u is not None:
+            seen = m_u[h0:h1, i0:i1, j0:j1].reshape(-1, j1 - j0)  # (n, bk)
+            if hidden is None:
+                if seen.all():
+                    return None
+                hidden = ~seen
+            else:
+                hidden |= ~seen
+        if hidden is not None and hidden.all():
+            return True
+        return hidden
+
+
+def _padded(a, nd):
+    """a with leading length-1 axes up to nd dimensions (a view)."""
+    return a.reshape((1,) * (nd - a.ndim) + tuple(a.shape))
+
+
+def _groups(h_q, h_k, h_v):
+    """(G, r): K/V heads and query heads per K/V head; a head count of 1 broadcasts."""
+    G = h_k if h_k == h_v else max(h_k, h_v)
+    r = h_q // G if h_q > G else 1
+    if h_q > 1 and h_q != G * r or min(h_k, h_v) not in (1, G):
+        raise ValueError(f"heads do not line up: q has {h_q}, k {h_k}, v {h_v}; k and v need "
+                         "the same count, dividing q's")
+    return G, r
+
+
+def _split_heads(a, G, r):
+    """(..., H, N, n) -> (..., G, r, N, n) with H = G·r, or (..., 1, 1, N, n) when H = 1."""
+    if a.shape[-3] == G * r:
+        return a.reshape(*a.shape[:-3], G, r, *a.shape[-2:])  # splitting an axis: a view
+    return a[..., None, :, :]  # (..., 1, 1, N, n)
+
+
+class _single_threaded_blas:
+    """While worker threads run, BLAS uses one thread each (no oversubscription)."""
+
+    def __enter__(self):
+        try:
+            from threadpoolctl import threadpool_limits
+        except ImportError:  # pragma: no cover - threadpoolctl is a dependency
+            self.limits = None
+            return self
+        self.limits = threadpool_limits(1, user_api="blas")
+        return self
+
+    def __exit__(self, *exc):
+        if self.limits is not None:
+            self.limits.restore_original_limits()
