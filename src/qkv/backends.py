@@ -41,14 +41,11 @@ def choose(backend, q, k, v, *, return_trace=False) -> str:
     if backend != "auto":
         return backend
     arrays = (q, k, v)
-    if not all(hasattr(a, "shape") for a in arrays):
+    if not all(hasattr(a, "shape") and len(a.shape) >= 2 for a in arrays):
         return "reference"  # let the reference's checks name what is wrong
     if any(is_torch_array(a) for a in arrays):
         return "torch"
-    try:
-        heads = math.prod(np.broadcast_shapes(q.shape[:-2], k.shape[:-2]))
-    except ValueError:
-        return "reference"
+    heads = max(math.prod(q.shape[:-2]), math.prod(k.shape[:-2]))  # (..., H, L, d) -> ...·H
     if heads * q.shape[-2] * k.shape[-2] <= SMALL:
         return "reference"
     return "blocked"
@@ -96,9 +93,11 @@ def torch_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature=1
     q4, k4, v4 = (_padded(a, max(nd, 4)) for a in (q, k, v))  # (..., heads, length, features)
     G, r = _groups(q4.shape[-3], k4.shape[-3], v4.shape[-3])
     batch = tuple(np.broadcast_shapes(q4.shape[:-3], k4.shape[:-3], v4.shape[:-3]))
-    q4 = q4.expand(*batch, G * r, L, d_k).reshape(-1, G * r, L, d_k)  # (B, H, L, d_k)
-    k4 = k4.expand(*batch, G, S, d_k).reshape(-1, G, S, d_k)  # (B, G, S, d_k)
-    v4 = v4.expand(*batch, G, S, d_v).reshape(-1, G, S, d_v)  # (B, G, S, d_v)
+    if not (nd == 4 and q4.shape[:2] == (*batch, G * r) and k4.shape[:2] == v4.shape[:2]
+            == (*batch, G)):  # already (B, H, L, d) and (B, G, S, d): pass them as they are
+        q4 = q4.expand(*batch, G * r, L, d_k).reshape(-1, G * r, L, d_k)  # (B, H, L, d_k)
+        k4 = k4.expand(*batch, G, S, d_k).reshape(-1, G, S, d_k)  # (B, G, S, d_k)
+        v4 = v4.expand(*batch, G, S, d_v).reshape(-1, G, S, d_v)  # (B, G, S, d_v)
     attn_mask, is_causal = _torch_mask(mask, causal, L, S, q)
     if attn_mask is not None and attn_mask.ndim > 4:  # (..., H, L, S) -> (B, H, L, S)
         attn_mask = attn_mask.expand(*batch, G * r, L, S).reshape(-1, G * r, L, S)

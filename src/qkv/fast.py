@@ -19,6 +19,7 @@ bottom-right or top-left, a row that sees no key gives 0, a NaN in anything a ro
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -26,9 +27,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-BLOCK_Q = 256  # query rows per tile
+BLOCK_Q = 256  # query rows per tile (measured: 128-512 within noise; 256 keeps causal waste low)
 BLOCK_K = 512  # keys per tile; a float32 tile is 512 KiB, the size of one core's L2 cache
-TILE = BLOCK_Q * BLOCK_K  # decoding (few rows) takes longer key blocks of the same area
+PARALLEL_MIN = 1 << 20  # below this many score·feature products one thread beats two
 
 
 def blocked_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature=1.0,
@@ -38,7 +39,7 @@ def blocked_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature
     q (..., [H,] L, d_k), k (..., [G,] S, d_k), v (..., [G,] S, d_v), one floating dtype, G
     dividing H (``qkv.attention`` checks all this). mask: boolean, broadcastable to
     (..., H, L, S), or None. causal: None, "bottom-right" or "top-left". workers: threads
-    (default ``default_workers()``). Returns (..., [H,] L, d_v) in q's dtype.
+    (default: one per CPU). Returns (..., [H,] L, d_v) in q's dtype.
     """
     work = np.float64 if q.dtype == np.float64 else np.float32  # float16 runs in float32
     L, S, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
@@ -48,28 +49,33 @@ def blocked_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature
     batch = np.broadcast_shapes(q4.shape[:-3], k4.shape[:-3], v4.shape[:-3])
     out = np.zeros((*batch, G, r, L, d_v), dtype=work)  # (..., G, r, L, d_v)
     if out.size and S:
-        qg = np.broadcast_to(_split_heads(q4, G, r), (*batch, G, r, L, d_k))
-        kg = np.broadcast_to(k4, (*batch, G, S, d_k))  # (..., G, S, d_k), no copy
-        vg = np.broadcast_to(v4, (*batch, G, S, d_v))  # (..., G, S, d_v), no copy
-        mg = None
-        if mask is not None:
-            mask = _padded(np.asarray(mask), nd)
-            mg = np.broadcast_to(_split_heads(mask, G, r), (*batch, G, r, L, S))
-        plan = _Plan(L, S, r, causal, block_q, block_k, scale / temperature, work, d_k, d_v)
-        items = [(unit, rows) for unit in np.ndindex(*batch, G) for rows in plan.row_blocks()]
+        units = _Units((*batch, G), {
+            "q": np.broadcast_to(_split_heads(q4, G, r), (*batch, G, r, L, d_k)),
+            "k": np.broadcast_to(k4, (*batch, G, S, d_k)),  # no copy
+            "v": np.broadcast_to(v4, (*batch, G, S, d_v)),  # no copy
+            "mask": None if mask is None else np.broadcast_to(
+                _split_heads(_padded(np.asarray(mask), nd), G, r), (*batch, G, r, L, S)),
+            "out": out})
+        workers = default_workers() if workers is None else workers
+        if units.count * r * L * S * (d_k + d_v) < PARALLEL_MIN:
+            workers = 1
+        plan = _Plan(units.count, L, S, r, causal, block_q, block_k, workers,
+                     scale / temperature, work, d_k, d_v)
+        items = [(u0, u1, rows) for u0, u1 in plan.unit_chunks() for rows in plan.row_blocks()]
 
         def run(item):
-            unit, rows = item
-            plan.tile(qg[unit], kg[unit], vg[unit], None if mg is None else mg[unit], rows,
-                      out[unit])
+            u0, u1, rows = item
+            plan.tile(*(units.take(name, u0, u1) for name in ("q", "k", "v", "mask", "out")),
+                      rows)
 
-        n = min(default_workers() if workers is None else workers, len(items))
-        if n <= 1:
-            for item in items:
-                run(item)
-        else:
-            with _single_threaded_blas(), ThreadPoolExecutor(n) as pool:
-                list(pool.map(run, items))
+        workers = min(workers, len(items))
+        with _single_threaded_blas():  # measured: threads over tiles beat threaded BLAS calls
+            if workers <= 1:
+                for item in items:
+                    run(item)
+            else:
+                with ThreadPoolExecutor(workers) as pool:
+                    list(pool.map(run, items))
     out = out.reshape(*batch, G * r, L, d_v)  # (..., H, L, d_v)
     out = out.reshape(out.shape[nd - max(q.ndim, k.ndim, v.ndim):])  # drop the padding axes
     return out if out.dtype == q.dtype else out.astype(q.dtype)
@@ -84,27 +90,39 @@ def default_workers() -> int:
 
 
 class _Buffers(NamedTuple):
-    q: np.ndarray  # (rows, d_k) the block's queries times scale/τ
-    s: np.ndarray  # (rows, block_k) scores, then probabilities, in place
-    pv: np.ndarray  # (rows, d_v) probabilities · values
+    q: np.ndarray  # flat: the tile's queries times scale/τ
+    s: np.ndarray  # flat: scores, then probabilities, in place
+    pv: np.ndarray  # flat: probabilities · values
 
 
 class _Plan:
-    """Block sizes and the per-tile recurrence for one call."""
+    """Tile sizes and the per-tile recurrence for one call.
 
-    def __init__(self, L, S, r, causal, block_q, block_k, factor, dtype, d_k, d_v):
-        self.L, self.S, self.r, self.factor, self.dtype = L, S, r, factor, dtype
+    A tile is u units (K/V heads) × n query rows × bk keys: n ≤ block_q rows of one head, or
+    whole heads when L is short; u > 1 only when L is short (decoding), up to block_q rows in
+    all; bk grows to keep the tile area when u·n is small.
+    """
+
+    def __init__(self, U, L, S, r, causal, block_q, block_k, workers, factor, dtype, d_k, d_v):
+        self.U, self.L, self.S, self.r, self.factor, self.dtype = U, L, S, r, factor, dtype
         self.d_k, self.d_v = d_k, d_v
-        self.buffers = {}  # thread id -> that thread's tile buffers
         self.offset = None if causal is None else (S - L if causal == "bottom-right" else 0)
         rows = r * L
         self.bq = max(1, min(block_q, rows))
-        # few query rows (decoding): longer key blocks, same tile area
-        self.bk = max(1, min(S, max(block_k, (block_q * block_k) // self.bq)))
+        self.n = self.bq if L >= self.bq else max(1, self.bq // L) * L  # rows per tile
+        self.n = min(self.n, rows)
+        self.u = 1
+        if self.n < block_q:  # short rows: stack units, but leave work for every thread
+            self.u = max(1, min(block_q // self.n, -(-U // max(1, workers))))
+        self.bk = max(1, min(S, max(block_k, block_q * block_k // (self.u * self.n))))
+        self.buffers = {}  # thread id -> that thread's tile buffers
+
+    def unit_chunks(self):
+        return [(u0, min(u0 + self.u, self.U)) for u0 in range(0, self.U, self.u)]
 
     def row_blocks(self):
-        """Row ranges (h0, h1, i0, i1) of the stacked (r, L) query rows: either a slice of one
-        head's rows (L ≥ bq) or whole heads h0..h1 (short L, e.g. one decoding token)."""
+        """Row ranges (h0, h1, i0, i1) of the stacked (r, L) query rows: a slice of one head's
+        rows (L ≥ bq) or whole heads h0..h1 (short L, e.g. one decoding token)."""
         L, r, bq = self.L, self.r, self.bq
         if L >= bq:
             return [(h, h + 1, i0, min(i0 + bq, L)) for h in range(r) for i0 in range(0, L, bq)]
@@ -115,76 +133,107 @@ class _Plan:
         """Keys [0, j_end) that some row i0..i1-1 sees, and j_full: keys < j_full every row sees."""
         if self.offset is None:
             return self.S, self.S
-        j_end = min(self.S, max(0, i1 - 1 + self.offset + 1))
+        j_end = min(self.S, max(0, i1 + self.offset))
         j_full = min(self.S, max(0, i0 + self.offset + 1))
         return j_end, j_full
 
-    def tile(self, q_u, k_u, v_u, m_u, rows, out_u):
-        """Run the recurrence for query rows ``rows`` of one K/V head; write z into out_u.
+    def tile(self, q_u, k_u, v_u, m_u, out_u, rows):
+        """Run the recurrence for query rows ``rows`` of u units; write z into out_u.
 
-        q_u (r, L, d_k), k_u (S, d_k), v_u (S, d_v), m_u (r, L, S) or None, out_u (r, L, d_v).
+        q_u (u, r, L, d_k), k_u (u, S, d_k), v_u (u, S, d_v), m_u (u, r, L, S) or None,
+        out_u (u, r, L, d_v).
         """
         h0, h1, i0, i1 = rows
+        u, n = q_u.shape[0], (h1 - h0) * (i1 - i0)
         buf = self._buffers()
-        # (h1-h0, i1-i0, d_k) -> (n, d_k): the rows of this block, already times scale/τ
-        qs = np.multiply(q_u[h0:h1, i0:i1].reshape(-1, q_u.shape[-1]), self.factor,
-                         out=buf.q[: (h1 - h0) * (i1 - i0)], casting="same_kind")
-        n = qs.shape[0]
-        m = np.full(n, -np.inf, dtype=self.dtype)  # running max per row
-        ell = np.zeros(n, dtype=self.dtype)  # running sum per row
-        acc = np.zeros((n, v_u.shape[-1]), dtype=self.dtype)  # unnormalised output
+        qs = buf.q[: u * n * self.d_k].reshape(u, n, self.d_k)
+        # (u, h1-h0, i1-i0, d_k) -> (u, n, d_k): the tile's rows, times scale/τ
+        np.multiply(q_u[:, h0:h1, i0:i1].reshape(u, n, self.d_k), self.factor, out=qs,
+                    casting="same_kind")
+        m = np.full((u, n), -np.inf, dtype=self.dtype)  # running max per row
+        ell = np.zeros((u, n), dtype=self.dtype)  # running sum per row
+        acc = np.zeros((u, n, self.d_v), dtype=self.dtype)  # unnormalised output
         pos = np.tile(np.arange(i0, i1), h1 - h0)  # (n,) each row's query position
         j_end, j_full = self.key_range(i0, i1)
         for j0 in range(0, j_end, self.bk):
             j1 = min(j0 + self.bk, j_end)
-            hidden = self._hidden(m_u, h0, h1, i0, i1, j0, j1, j_full, pos)
+            hidden = self._hidden(m_u, rows, j0, j1, j_full, pos)
             if hidden is True:
                 continue  # the whole tile is masked
-            s = np.matmul(qs, k_u[j0:j1].T, out=buf.s[:n, : j1 - j0])  # (n, d_k) @ (d_k, bk)
+            s = buf.s[: u * n * (j1 - j0)].reshape(u, n, j1 - j0)
+            # (u, n, d_k) @ (u, d_k, bk) -> (u, n, bk)
+            np.matmul(qs, k_u[:, j0:j1].transpose(0, 2, 1), out=s)
             if hidden is not None:
                 np.copyto(s, -np.inf, where=hidden)
-            m_new = np.maximum(m, s.max(axis=1))  # (n,)
+            m_new = np.maximum(m, s.max(axis=-1))  # (u, n)
             stab = np.where(m_new == -np.inf, 0.0, m_new).astype(self.dtype)  # dead rows: 0
-            alpha = np.exp(m - stab)  # (n,) rescales what was summed so far
-            np.subtract(s, stab[:, None], out=s)
+            alpha = np.exp(m - stab)  # (u, n) rescales what was summed so far
+            np.subtract(s, stab[..., None], out=s)
             np.exp(s, out=s)  # p = exp(s − m'), in place
             ell *= alpha
-            ell += s.sum(axis=1)
-            acc *= alpha[:, None]
-            pv = np.matmul(s, v_u[j0:j1], out=buf.pv[:n])  # (n, bk) @ (bk, d_v) -> (n, d_v)
-            acc += pv
+            ell += s.sum(axis=-1)
+            acc *= alpha[..., None]
+            pv = buf.pv[: u * n * self.d_v].reshape(u, n, self.d_v)
+            acc += np.matmul(s, v_u[:, j0:j1], out=pv)  # (u, n, bk) @ (u, bk, d_v)
             m = m_new
-        z = out_u[h0:h1, i0:i1].reshape(n, -1)  # a view: (h1-h0, i1-i0, d_v) -> (n, d_v)
-        live = ell > 0  # 0 only when every key of the row is masked
-        np.divide(acc, ell[:, None], out=z, where=live[:, None])
+        dead = ell == 0  # only when every key of the row is masked (a NaN stays NaN)
+        np.divide(acc, ell[..., None], out=acc, where=~dead[..., None])
+        acc[dead] = 0.0
+        # (u, n, d_v) -> (u, h1-h0, i1-i0, d_v)
+        out_u[:, h0:h1, i0:i1] = acc.reshape(u, h1 - h0, i1 - i0, self.d_v)
 
     def _buffers(self):
         """This thread's tile buffers, made on its first tile."""
         buf = self.buffers.get(threading.get_ident())
         if buf is None:
-            n = self.bq if self.L >= self.bq else max(1, self.bq // self.L) * self.L
+            rows = self.u * self.n
             buf = self.buffers[threading.get_ident()] = _Buffers(
-                np.empty((n, self.d_k), self.dtype), np.empty((n, self.bk), self.dtype),
-                np.empty((n, self.d_v), self.dtype))
+                np.empty(rows * self.d_k, self.dtype), np.empty(rows * self.bk, self.dtype),
+                np.empty(rows * self.d_v, self.dtype))
         return buf
 
-    def _hidden(self, m_u, h0, h1, i0, i1, j0, j1, j_full, pos):
-        """Boolean (n, j1-j0) of masked scores in this tile; None if none is, True if all are."""
+    def _hidden(self, m_u, rows, j0, j1, j_full, pos):
+        """Boolean (u or 1, n, j1-j0) of masked scores in this tile; None if none is, True if
+        all are."""
+        h0, h1, i0, i1 = rows
         hidden = None
         if self.offset is not None and j1 > j_full:  # tile crosses the causal diagonal
             j = np.arange(j0, j1)  # (bk,)
             hidden = j[None, :] > pos[:, None] + self.offset  # (n, 1) vs (1, bk) -> (n, bk)
         if m_u is not None:
-            seen = m_u[h0:h1, i0:i1, j0:j1].reshape(-1, j1 - j0)  # (n, bk)
+            # (u, h1-h0, i1-i0, bk) -> (u, n, bk)
+            seen = m_u[:, h0:h1, i0:i1, j0:j1].reshape(m_u.shape[0], -1, j1 - j0)
             if hidden is None:
                 if seen.all():
                     return None
                 hidden = ~seen
             else:
-                hidden |= ~seen
+                hidden = hidden | ~seen
         if hidden is not None and hidden.all():
             return True
         return hidden
+
+
+class _Units:
+    """The inputs' (..., G) K/V-head units as stacks (u, ...): a view where one exists."""
+
+    def __init__(self, lead, arrays):
+        self.lead, self.count = lead, math.prod(lead)
+        self.arrays = arrays
+        self.flat = {}
+        for name, a in arrays.items():
+            if a is not None:
+                flat = a.reshape(self.count, *a.shape[len(lead):])  # (U, ...)
+                self.flat[name] = flat if np.may_share_memory(flat, a) or a.size == 0 else None
+
+    def take(self, name, u0, u1):
+        a = self.arrays[name]
+        if a is None:
+            return None
+        if self.flat[name] is not None:
+            return self.flat[name][u0:u1]
+        index = [np.unravel_index(u, self.lead) for u in range(u0, u1)]
+        return np.stack([a[i] for i in index])  # a copy of u units (broadcast inputs only)
 
 
 def _padded(a, nd):

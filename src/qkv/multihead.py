@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from qkv import ops
-from qkv.attention import _steps
+from qkv.attention import _steps, attention
 from qkv.trace import Trace
 
 INIT_STD = 0.02  # N(0, 0.02²), the tutorials' small Gaussian init
@@ -115,11 +115,14 @@ class MultiHeadAttention:
     # ---- forward -----------------------------------------------------------------------------
 
     def __call__(self, x, context=None, *, mask=None, causal=False, temperature=1.0,
-                 cache=None, return_trace=False):
+                 cache=None, return_trace=False, backend="auto"):
         """out = Σ_h z_h·W_O^h + b_O for x (..., L, d_model).
 
         context (..., S, d_model): keys and values come from it (cross-attention).
         cache: a ``KVCache``; this call's K/V are appended and attention runs over all of them.
+        backend: as in ``qkv.attention``; without a trace, "auto" runs the blocked kernel (NumPy)
+        or torch's SDPA (tensors) once the problem is past toy size, e.g. decoding one token
+        against a long cache.
         """
         xp = ops.namespace(x, self.W_Q)
         x = ops.as_floating(x, xp)
@@ -135,6 +138,10 @@ class MultiHeadAttention:
         v = ops.project(source, self.W_V, self.b_V)  # (..., n_kv_heads, S, d_head)
         if cache is not None:
             k, v = cache.update(k, v)
+        if not return_trace and backend != "reference":
+            z = attention(q, k, v, mask=mask, causal=causal, temperature=temperature,
+                          backend=backend)  # (..., n_heads, L, d_head)
+            return ops.project_out(z, self.W_O, self.b_O)[1]
         steps, settings = _steps(q, k, v, mask=mask, causal=causal, scale=None,
                                  temperature=temperature)
         steps["head_out"], steps["out"] = ops.project_out(steps["z"], self.W_O, self.b_O)
