@@ -129,13 +129,17 @@ class _Plan:
         per = max(1, bq // L)
         return [(h0, min(h0 + per, r), 0, L) for h0 in range(0, r, per)]
 
-    def key_range(self, i0, i1):
-        """Keys [0, j_end) that some row i0..i1-1 sees, and j_full: keys < j_full every row sees."""
+    def key_blocks(self, i0, i1):
+        """Key ranges (j0, j1, diagonal) for query rows i0..i1-1. Keys no row sees are left out;
+        with a causal mask, keys every row sees come in plain blocks and the few that only some
+        rows see (the diagonal, at most bq wide) in blocks of their own, the only ones masked."""
+        S, bk = self.S, self.bk
         if self.offset is None:
-            return self.S, self.S
-        j_end = min(self.S, max(0, i1 + self.offset))
-        j_full = min(self.S, max(0, i0 + self.offset + 1))
-        return j_end, j_full
+            return [(j0, min(j0 + bk, S), False) for j0 in range(0, S, bk)]
+        j_end = min(S, max(0, i1 + self.offset))  # past the last key any row sees
+        j_full = min(j_end, max(0, i0 + self.offset + 1))  # keys below it: every row sees
+        return [(j0, min(j0 + bk, j_full), False) for j0 in range(0, j_full, bk)] + \
+            [(j0, min(j0 + bk, j_end), True) for j0 in range(j_full, j_end, bk)]
 
     def tile(self, q_u, k_u, v_u, m_u, out_u, rows):
         """Run the recurrence for query rows ``rows`` of u units; write z into out_u.
@@ -154,10 +158,8 @@ class _Plan:
         ell = np.zeros((u, n), dtype=self.dtype)  # running sum per row
         acc = np.zeros((u, n, self.d_v), dtype=self.dtype)  # unnormalised output
         pos = np.tile(np.arange(i0, i1), h1 - h0)  # (n,) each row's query position
-        j_end, j_full = self.key_range(i0, i1)
-        for j0 in range(0, j_end, self.bk):
-            j1 = min(j0 + self.bk, j_end)
-            hidden = self._hidden(m_u, rows, j0, j1, j_full, pos)
+        for j0, j1, diagonal in self.key_blocks(i0, i1):
+            hidden = self._hidden(m_u, rows, j0, j1, diagonal, pos)
             if hidden is True:
                 continue  # the whole tile is masked
             s = buf.s[: u * n * (j1 - j0)].reshape(u, n, j1 - j0)
@@ -192,12 +194,12 @@ class _Plan:
                 np.empty(rows * self.d_v, self.dtype))
         return buf
 
-    def _hidden(self, m_u, rows, j0, j1, j_full, pos):
+    def _hidden(self, m_u, rows, j0, j1, diagonal, pos):
         """Boolean (u or 1, n, j1-j0) of masked scores in this tile; None if none is, True if
         all are."""
         h0, h1, i0, i1 = rows
         hidden = None
-        if self.offset is not None and j1 > j_full:  # tile crosses the causal diagonal
+        if diagonal:  # the tile crosses the causal diagonal
             j = np.arange(j0, j1)  # (bk,)
             hidden = j[None, :] > pos[:, None] + self.offset  # (n, 1) vs (1, bk) -> (n, bk)
         if m_u is not None:
