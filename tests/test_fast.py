@@ -230,6 +230,8 @@ def test_backend_names_and_traces():
         qkv.attention(q, q, q, backend="fastest")
     with pytest.raises(ValueError, match="return_trace=True needs every step"):
         qkv.attention(q, q, q, backend="blocked", return_trace=True)
+    with pytest.raises(ValueError, match="return_trace=True needs every step"):
+        qkv.MultiHeadAttention(4, 2, seed=0)(np.ones((3, 4)), return_trace=True, backend="torch")
     big = np.random.default_rng(9).standard_normal((300, 300))
     out, trace = qkv.attention(big, big, big, return_trace=True)  # auto: the reference path
     assert trace["weights"].shape == (300, 300)

@@ -24,9 +24,10 @@ from qkv.attention import (_checked_inputs, _checked_mask, _scale_factor, _tempe
 from qkv.fast import _groups, _padded, blocked_attention
 
 BACKENDS = ("auto", "reference", "blocked", "torch")
-# Below this many scores (heads·L·S) the reference's few whole-array operations beat the
-# kernel's per-tile bookkeeping (measured with `qkv bench`-style timings on 2 cores).
-SMALL = 1 << 15
+# Up to this many scores (heads·L·S) the reference's few whole-array operations beat the
+# kernel's per-tile bookkeeping (measured on 2 cores: 128×128 float32 0.27 vs 0.36 ms,
+# 181×181 0.87 vs 0.47 ms).
+SMALL = 1 << 14
 
 
 def choose(backend, q, k, v, *, return_trace=False) -> str:

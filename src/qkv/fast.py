@@ -19,6 +19,7 @@ bottom-right or top-left, a row that sees no key gives 0, a NaN in anything a ro
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
@@ -264,14 +265,22 @@ class _single_threaded_blas:
     """While worker threads run, BLAS uses one thread each (no oversubscription)."""
 
     def __enter__(self):
-        try:
-            from threadpoolctl import threadpool_limits
-        except ImportError:  # pragma: no cover - threadpoolctl is a dependency
-            self.limits = None
-            return self
-        self.limits = threadpool_limits(1, user_api="blas")
+        controller = _blas_controller()
+        self.limits = None if controller is None else controller.limit(limits=1,
+                                                                        user_api="blas")
         return self
 
     def __exit__(self, *exc):
         if self.limits is not None:
             self.limits.restore_original_limits()
+
+
+@functools.cache
+def _blas_controller():
+    """threadpoolctl's view of the loaded BLAS libraries, found once (finding them takes ~0.5
+    ms; setting their thread count afterwards takes microseconds). None without threadpoolctl."""
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
+        return None
+    return ThreadpoolController()

@@ -15,6 +15,7 @@ import numpy as np
 
 from qkv import ops
 from qkv.attention import _steps, attention
+from qkv.backends import choose
 from qkv.trace import Trace
 
 INIT_STD = 0.02  # N(0, 0.02²), the tutorials' small Gaussian init
@@ -138,7 +139,7 @@ class MultiHeadAttention:
         v = ops.project(source, self.W_V, self.b_V)  # (..., n_kv_heads, S, d_head)
         if cache is not None:
             k, v = cache.update(k, v)
-        if not return_trace and backend != "reference":
+        if choose(backend, q, k, v, return_trace=return_trace) != "reference":
             z = attention(q, k, v, mask=mask, causal=causal, temperature=temperature,
                           backend=backend)  # (..., n_heads, L, d_head)
             return ops.project_out(z, self.W_O, self.b_O)[1]
