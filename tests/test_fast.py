@@ -198,6 +198,24 @@ def test_no_L_by_S_allocation(causal):
     assert peak < L * S * 4 / 16, f"peak {peak / 2**20:.1f} MiB vs scores {L * S * 4 / 2**20} MiB"
 
 
+def test_a_mask_shared_by_heads_is_not_copied_per_head():
+    L = S = 4096
+    rng = np.random.default_rng(15)
+    q, k, v = (rng.standard_normal((2, L, 16), dtype=np.float32) for _ in range(3))
+    mask = rng.random((L, S)) < 0.9  # (L, S), broadcast over both heads
+    tracemalloc.start()
+    try:
+        got = qkv.attention(q, k, v, mask=mask, backend="blocked")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < L * S / 4, f"peak {peak / 2**20:.1f} MiB vs mask {L * S / 2**20} MiB"
+    rows = [0, 1234, L - 1]
+    expected = reference(q[:, rows].astype(np.float64), k.astype(np.float64),
+                         v.astype(np.float64), mask=mask[rows])
+    np.testing.assert_allclose(got[:, rows], expected, atol=1e-5)
+
+
 # ---- dispatch and shared validation ----------------------------------------------------------
 
 BAD_INPUTS = [

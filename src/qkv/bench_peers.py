@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -135,21 +136,28 @@ def max_error(out, cfg: Config, expected) -> float:
 
 def time_peers(runners: dict, *, min_time: float, min_repeats: int = 3, max_repeats: int = 9,
                settle: float = 0.25, on_step=lambda: None) -> tuple[dict, dict]:
-    """(median seconds, one output) per peer: a pause of ``settle`` seconds (so the previous
-    peer's BLAS/OpenMP threads stop spinning), one warm-up, then repeats until min_time."""
-    times, outputs = {}, {}
+    """(median seconds, one output) per peer. A warm-up round, then timed rounds that run every
+    peer once each, so load from elsewhere falls on all peers alike, until the slowest has
+    min_time in total. Each run follows a pause of ``settle`` seconds, in which the previous
+    peer's BLAS and OpenMP threads stop spinning."""
+    outputs = {}
     for name, fn in runners.items():
         time.sleep(settle)
         outputs[name] = fn()
         on_step()
-        runs = []
-        while len(runs) < max_repeats and (len(runs) < min_repeats or sum(runs) < min_time):
+    times = {name: [] for name in runners}
+    while times:
+        for name, fn in runners.items():
+            time.sleep(settle)
             t0 = time.perf_counter()
             fn()
-            runs.append(time.perf_counter() - t0)
-        times[name] = statistics.median(runs)
+            times[name].append(time.perf_counter() - t0)
+        n = len(next(iter(times.values())))
+        if n >= max_repeats or n >= min_repeats and max(map(sum, times.values())) >= min_time:
+            break
+    for _ in runners:
         on_step()
-    return times, outputs
+    return {name: statistics.median(t) for name, t in times.items()}, outputs
 
 
 def gemm_peak(n: int = 4096, repeats: int = 3) -> float:
@@ -179,8 +187,11 @@ def measure_memory(jobs: list[tuple[Config, list[str]]], timeout: float = 900.0)
     payload = json.dumps([[asdict(cfg), peers] for cfg, peers in jobs])
     code = f"from qkv.bench_peers import _child; _child({payload!r})"
     try:
+        # a fixed mmap threshold: every large block is mapped on allocation and unmapped on
+        # free, so a peer cannot reuse pages an earlier peer left in the heap unseen
+        env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              timeout=timeout, check=True)
+                              timeout=timeout, check=True, env=env)
         return json.loads(done.stdout.strip().splitlines()[-1])
     except (subprocess.SubprocessError, ValueError, IndexError) as e:
         reason = getattr(e, "stderr", None) or str(e)

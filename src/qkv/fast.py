@@ -218,16 +218,13 @@ class _Plan:
 
 
 class _Units:
-    """The inputs' (..., G) K/V-head units as stacks (u, ...): a view where one exists."""
+    """The inputs' (..., G) K/V-head units as stacks (u, ...), views wherever possible."""
 
     def __init__(self, lead, arrays):
         self.lead, self.count = lead, math.prod(lead)
         self.arrays = arrays
-        self.flat = {}
-        for name, a in arrays.items():
-            if a is not None:
-                flat = a.reshape(self.count, *a.shape[len(lead):])  # (U, ...)
-                self.flat[name] = flat if np.may_share_memory(flat, a) or a.size == 0 else None
+        self.flat = {name: _flat_view(a, len(lead)) for name, a in arrays.items()
+                     if a is not None}
 
     def take(self, name, u0, u1):
         a = self.arrays[name]
@@ -236,7 +233,17 @@ class _Units:
         if self.flat[name] is not None:
             return self.flat[name][u0:u1]
         index = [np.unravel_index(u, self.lead) for u in range(u0, u1)]
-        return np.stack([a[i] for i in index])  # a copy of u units (broadcast inputs only)
+        if len(index) == 1:
+            return a[index[0]][None]  # (1, ...), a view
+        return np.stack([a[i] for i in index])  # a copy of u (short) units: broadcast inputs
+
+
+def _flat_view(a, n):
+    """a (*lead, ...) as (U, ...) when its n lead axes merge without a copy, else None."""
+    axes = [(size, stride) for size, stride in zip(a.shape[:n], a.strides[:n]) if size != 1]
+    if any(outer != inner * size for (_, outer), (size, inner) in zip(axes, axes[1:])):
+        return None
+    return a.reshape(math.prod(a.shape[:n]), *a.shape[n:])  # a view: the strides line up
 
 
 def _padded(a, nd):
