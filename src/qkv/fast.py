@@ -30,7 +30,7 @@ import numpy as np
 
 BLOCK_Q = 256  # query rows per tile (measured: 128-512 within noise; 256 keeps causal waste low)
 BLOCK_K = 512  # keys per tile; a float32 tile is 512 KiB, the size of one core's L2 cache
-PARALLEL_MIN = 1 << 20  # below this many score·feature products one thread beats two
+PARALLEL_MIN = 1 << 23  # below this many score·feature products (~1 ms) one thread beats two
 
 
 def blocked_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature=1.0,
@@ -40,7 +40,7 @@ def blocked_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature
     q (..., [H,] L, d_k), k (..., [G,] S, d_k), v (..., [G,] S, d_v), one floating dtype, G
     dividing H (``qkv.attention`` checks all this). mask: boolean, broadcastable to
     (..., H, L, S), or None. causal: None, "bottom-right" or "top-left". workers: threads
-    (default: one per CPU). Returns (..., [H,] L, d_v) in q's dtype.
+    (default: one per CPU, or one for small problems). Returns (..., [H,] L, d_v) in q's dtype.
     """
     work = np.float64 if q.dtype == np.float64 else np.float32  # float16 runs in float32
     L, S, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
@@ -57,9 +57,9 @@ def blocked_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature
             "mask": None if mask is None else np.broadcast_to(
                 _split_heads(_padded(np.asarray(mask), nd), G, r), (*batch, G, r, L, S)),
             "out": out})
-        workers = default_workers() if workers is None else workers
-        if units.count * r * L * S * (d_k + d_v) < PARALLEL_MIN:
-            workers = 1
+        if workers is None:  # one per CPU, unless the work is too small to share
+            small = units.count * r * L * S * (d_k + d_v) < PARALLEL_MIN
+            workers = 1 if small else default_workers()
         plan = _Plan(units.count, L, S, r, causal, block_q, block_k, workers,
                      scale / temperature, work, d_k, d_v)
         items = [(u0, u1, rows) for u0, u1 in plan.unit_chunks() for rows in plan.row_blocks()]
@@ -75,8 +75,7 @@ def blocked_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature
                 for item in items:
                     run(item)
             else:
-                with ThreadPoolExecutor(workers) as pool:
-                    list(pool.map(run, items))
+                list(_pool(workers).map(run, items))
     out = out.reshape(*batch, G * r, L, d_v)  # (..., H, L, d_v)
     out = out.reshape(out.shape[nd - max(q.ndim, k.ndim, v.ndim):])  # drop the padding axes
     return out if out.dtype == q.dtype else out.astype(q.dtype)
@@ -88,6 +87,16 @@ def default_workers() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not on Linux
         return os.cpu_count() or 1
+
+
+@functools.cache
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """A thread pool kept for the process: starting threads on every call costs more than a
+    decoding step's work. Forgotten in a forked child, whose copy has no live threads."""
+    return ThreadPoolExecutor(workers, thread_name_prefix="qkv-blocked")
+
+
+os.register_at_fork(after_in_child=_pool.cache_clear)
 
 
 class _Buffers(NamedTuple):
