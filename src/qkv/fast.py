@@ -69,6 +69,7 @@ def blocked_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature
         plan = _Plan(units.count, L, S, r, causal, block_q, block_k, workers,
                      scale / temperature, work, d_k, d_v)
         items = [(u0, u1, rows) for u0, u1 in plan.unit_chunks() for rows in plan.row_blocks()]
+        items.sort(key=lambda item: -plan.cost(item[2]))  # longest first: no thread idles late
 
         def run(item):
             u0, u1, rows = item
@@ -145,6 +146,11 @@ class _Plan:
         per = max(1, bq // L)
         return [(h0, min(h0 + per, r), 0, L) for h0 in range(0, r, per)]
 
+    def cost(self, rows):
+        """Keys the rows (h0, h1, i0, i1) attend to, times their count: the tile's work."""
+        h0, h1, i0, i1 = rows
+        return (h1 - h0) * (i1 - i0) * sum(j1 - j0 for j0, j1, _ in self.key_blocks(i0, i1))
+
     def key_blocks(self, i0, i1):
         """Key ranges (j0, j1, diagonal) for query rows i0..i1-1. Keys no row sees are left out;
         with a causal mask, keys every row sees come in plain blocks and the few that only some
@@ -153,7 +159,8 @@ class _Plan:
         if self.offset is None:
             return [(j0, min(j0 + bk, S), False) for j0 in range(0, S, bk)]
         j_end = min(S, max(0, i1 + self.offset))  # past the last key any row sees
-        j_full = min(j_end, max(0, i0 + self.offset + 1))  # keys below it: every row sees
+        j_full = min(j_end, max(0, i0 + self.offset))  # keys below it: every row sees (and
+        # the diagonal block starts on a multiple of bq, so no 1-key block is left before it)
         return [(j0, min(j0 + bk, j_full), False) for j0 in range(0, j_full, bk)] + \
             [(j0, min(j0 + bk, j_end), True) for j0 in range(j_full, j_end, bk)]
 
