@@ -32,6 +32,7 @@ PEERS = ("qkv blocked", "qkv reference", "naive numpy", "torch sdpa", "torch mat
          "qkv auto·torch")
 TORCH_PEERS = ("torch sdpa", "torch math", "qkv auto·torch")
 ERROR_ROWS = 64  # query rows per head checked against the float64 reference
+RERUN = 0.05  # seconds: peers faster than this get an untimed run before each timed one
 
 
 @dataclass(frozen=True)
@@ -134,21 +135,26 @@ def max_error(out, cfg: Config, expected) -> float:
     return float(np.abs(out.astype(np.float64) - expected).max())
 
 
-def time_peers(runners: dict, *, min_time: float, min_repeats: int = 3, max_repeats: int = 9,
+def time_peers(runners: dict, *, min_time: float, min_repeats: int = 3, max_repeats: int = 15,
                settle: float = 0.25, on_step=lambda: None) -> tuple[dict, dict]:
     """(median seconds, one output) per peer. A warm-up round, then timed rounds that run every
     peer once each, so load from elsewhere falls on all peers alike, until the slowest has
     min_time in total. Each run follows a pause of ``settle`` seconds, in which the previous
-    peer's BLAS and OpenMP threads stop spinning."""
-    outputs = {}
+    peer's BLAS and OpenMP threads stop spinning; a peer faster than RERUN seconds runs once
+    untimed after the pause, so its own threads are awake, as in a loop of decoding steps."""
+    outputs, warm = {}, {}
     for name, fn in runners.items():
         time.sleep(settle)
+        t0 = time.perf_counter()
         outputs[name] = fn()
+        warm[name] = time.perf_counter() - t0
         on_step()
     times = {name: [] for name in runners}
     while times:
         for name, fn in runners.items():
             time.sleep(settle)
+            if warm[name] < RERUN:
+                fn()
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
