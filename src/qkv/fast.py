@@ -159,8 +159,9 @@ class _Plan:
         if self.offset is None:
             return [(j0, min(j0 + bk, S), False) for j0 in range(0, S, bk)]
         j_end = min(S, max(0, i1 + self.offset))  # past the last key any row sees
-        j_full = min(j_end, max(0, i0 + self.offset))  # keys below it: every row sees (and
-        # the diagonal block starts on a multiple of bq, so no 1-key block is left before it)
+        # keys below j_full: every row sees. One row sees all its keys; for more, the diagonal
+        # block starts at the first row's last key, on a multiple of bq (no 1-key fragments)
+        j_full = j_end if i1 - i0 == 1 else min(j_end, max(0, i0 + self.offset))
         return [(j0, min(j0 + bk, j_full), False) for j0 in range(0, j_full, bk)] + \
             [(j0, min(j0 + bk, j_end), True) for j0 in range(j_full, j_end, bk)]
 
