@@ -366,3 +366,14 @@ def test_torch_backend_with_numpy_inputs_tensors_to_blocked_and_no_keys(torch):
     empty = qkv.attention(torch.from_numpy(q), torch.zeros(0, 4, dtype=torch.float64),
                           torch.zeros(0, 2, dtype=torch.float64))
     assert torch.equal(empty, torch.zeros(5, 2, dtype=torch.float64))
+
+
+def test_torch_backend_broadcasts_leading_axes_like_the_reference(torch):
+    rng = np.random.default_rng(17)
+    q, k, v = draw(rng, (3, 2, 4, 5, 8)), draw(rng, (3, 1, 4, 9, 8)), draw(rng, (2, 4, 9, 3))
+    mask = rng.random((5, 9)) < 0.6
+    got = qkv.attention(*(torch.from_numpy(a) for a in (q, k, v)), mask=torch.from_numpy(mask),
+                        causal=True)
+    expected = reference(q, k, v, mask=mask, causal=True)
+    assert tuple(got.shape) == expected.shape == (3, 2, 4, 5, 3)
+    np.testing.assert_allclose(got.numpy(), expected, rtol=0, atol=1e-12)

@@ -91,23 +91,27 @@ def torch_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature=1
         out = attention(q, k, v, mask=mask, causal=causal or False, scale=scale,
                                    temperature=temperature, backend="reference")
         return out.numpy() if numpy_in else out
-    q4, k4, v4 = (_padded(a, max(nd, 4)) for a in (q, k, v))  # (..., heads, length, features)
-    G, r = _groups(q4.shape[-3], k4.shape[-3], v4.shape[-3])
-    batch = tuple(np.broadcast_shapes(q4.shape[:-3], k4.shape[:-3], v4.shape[:-3]))
-    if not (nd == 4 and q4.shape[:2] == (*batch, G * r) and k4.shape[:2] == v4.shape[:2]
-            == (*batch, G)):  # already (B, H, L, d) and (B, G, S, d): pass them as they are
+    if (nd == 4 and q.ndim == k.ndim == v.ndim and q.shape[0] == k.shape[0] == v.shape[0]
+            and k.shape[1] == v.shape[1] and q.shape[1] % k.shape[1] == 0):
+        # already (B, H, L, d) and (B, G, S, d): pass them as they are (the common case)
+        q4, k4, v4, G, r, batch = q, k, v, k.shape[1], q.shape[1] // k.shape[1], None
+    else:
+        q4, k4, v4 = (_padded(a, max(nd, 4)) for a in (q, k, v))  # (..., heads, N, features)
+        G, r = _groups(q4.shape[-3], k4.shape[-3], v4.shape[-3])
+        batch = tuple(np.broadcast_shapes(q4.shape[:-3], k4.shape[:-3], v4.shape[:-3]))
         q4 = q4.expand(*batch, G * r, L, d_k).reshape(-1, G * r, L, d_k)  # (B, H, L, d_k)
         k4 = k4.expand(*batch, G, S, d_k).reshape(-1, G, S, d_k)  # (B, G, S, d_k)
         v4 = v4.expand(*batch, G, S, d_v).reshape(-1, G, S, d_v)  # (B, G, S, d_v)
     attn_mask, is_causal = _torch_mask(mask, causal, L, S, q)
-    if attn_mask is not None and attn_mask.ndim > 4:  # (..., H, L, S) -> (B, H, L, S)
+    if batch is not None and attn_mask is not None and attn_mask.ndim > 4:  # -> (B, H, L, S)
         attn_mask = attn_mask.expand(*batch, G * r, L, S).reshape(-1, G * r, L, S)
     out = F.scaled_dot_product_attention(q4, k4, v4, attn_mask=attn_mask, is_causal=is_causal,
                                          scale=scale / temperature, enable_gqa=r > 1)
     if attn_mask is not None:  # a row that sees no key gives 0, as in the reference
         out = torch.where(attn_mask.any(dim=-1, keepdim=True), out, 0.0)
-    out = out.reshape(*batch, G * r, L, d_v)  # (..., H, L, d_v)
-    out = out.reshape(out.shape[max(nd, 4) - nd:])  # drop the padding axes
+    if batch is not None:
+        out = out.reshape(*batch, G * r, L, d_v)  # (..., H, L, d_v)
+        out = out.reshape(out.shape[max(nd, 4) - nd:])  # drop the padding axes
     return out.numpy() if numpy_in else out
 
 
