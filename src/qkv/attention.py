@@ -14,7 +14,7 @@ from qkv.trace import Trace
 
 
 def attention(q, k, v, *, mask=None, causal=False, scale=None, temperature=1.0,
-              return_trace=False):
+              return_trace=False, backend="auto"):
     """Scaled dot-product attention.
 
     z = softmax(mask(q·kᵀ · scale) / τ) · v
@@ -29,7 +29,20 @@ def attention(q, k, v, *, mask=None, causal=False, scale=None, temperature=1.0,
     temperature: τ > 0 divides the scaled scores (τ < 1 sharpens, τ > 1 flattens).
     A query whose keys are all masked gets weights 0 and output 0.
     Returns ``out``, or ``(out, trace)`` with ``return_trace=True``.
+
+    backend: "reference" runs every step above and keeps them (the traced path); "blocked" is
+    the same result by blocked online softmax in NumPy, never holding the (L, S) scores
+    (``qkv.fast``); "torch" calls torch's ``scaled_dot_product_attention``; "auto" (default)
+    takes the reference for ``return_trace=True`` or small inputs, torch for torch tensors and
+    blocked otherwise (``qkv.backends``).
     """
+    if backend != "reference":
+        from qkv import backends  # late import: backends builds on this module
+
+        name = backends.choose(backend, q, k, v, return_trace=return_trace)
+        if name != "reference":
+            return backends.run(name, q, k, v, mask=mask, causal=causal, scale=scale,
+                                temperature=temperature)
     steps, settings = _steps(q, k, v, mask=mask, causal=causal, scale=scale,
                              temperature=temperature)
     steps["out"] = steps["z"]
@@ -121,6 +134,15 @@ def _scores_shape(q, k) -> tuple:
 def _effective_mask(xp, mask, align, q, k):
     """The user's mask AND the causal mask, in q's array library; None when nothing is masked."""
     L, S = q.shape[-2], k.shape[-2]
+    mask = _checked_mask(mask, q, k)
+    if align is not None:
+        tri = ops.to_device_of(masks.causal(L, S, align), q)  # (L, S)
+        mask = tri if mask is None else xp.logical_and(mask, tri)
+    return mask
+
+
+def _checked_mask(mask, q, k):
+    """The user's mask, checked (boolean, broadcasts to the scores), on q's device; or None."""
     if mask is not None:
         if not hasattr(mask, "dtype"):
             mask = np.asarray(mask)
@@ -136,9 +158,6 @@ def _effective_mask(xp, mask, align, q, k):
             raise ValueError(f"mask must broadcast to the scores' shape (..., L, S) = {target}, "
                              f"got shape {tuple(mask.shape)}")
         mask = ops.to_device_of(mask, q)
-    if align is not None:
-        tri = ops.to_device_of(masks.causal(L, S, align), q)  # (L, S)
-        mask = tri if mask is None else xp.logical_and(mask, tri)
     return mask
 
 

@@ -23,6 +23,7 @@ COMMANDS = {
     "lab": "qkv.lab.commands:lab",
     "quiz": "qkv.commands.quiz:quiz",
     "ring": "qkv.distributed.command:ring",
+    "bench": "qkv.bench:bench",
 }
 
 
@@ -82,6 +83,7 @@ def main(ctx: click.Context):
       qkv lab scaling --png scaling.png        check a tutorial's claim with numbers
       qkv quiz --topic softmax                 practise: exercises with hints and a score
       qkv ring -n 2 --T 4096                   ring attention over 2 local processes
+      qkv bench --quick                        qkv's kernels against NumPy and torch, timed here
     """
     if ctx.invoked_subcommand is None:
         click.echo(ctx.get_help())

@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from qkv import ops
-from qkv.attention import _steps
+from qkv.attention import _steps, attention
+from qkv.backends import choose
 from qkv.trace import Trace
 
 INIT_STD = 0.02  # N(0, 0.02²), the tutorials' small Gaussian init
@@ -115,13 +116,16 @@ class MultiHeadAttention:
     # ---- forward -----------------------------------------------------------------------------
 
     def __call__(self, x, context=None, *, mask=None, causal=False, scale=None,
-                 temperature=1.0, cache=None, return_trace=False):
+                 temperature=1.0, cache=None, return_trace=False, backend="auto"):
         """out = Σ_h z_h·W_O^h + b_O for x (..., L, d_model).
 
         mask, causal, scale (default 1/√d_head), temperature: as in ``qkv.attention``.
 
         context (..., S, d_model): keys and values come from it (cross-attention).
         cache: a ``KVCache``; this call's K/V are appended and attention runs over all of them.
+        backend: as in ``qkv.attention``; without a trace, "auto" runs the blocked kernel (NumPy)
+        or torch's SDPA (tensors) once the problem is past toy size, e.g. decoding one token
+        against a long cache.
         """
         xp = ops.namespace(x, self.W_Q)
         x = ops.as_floating(x, xp)
@@ -137,6 +141,10 @@ class MultiHeadAttention:
         v = ops.project(source, self.W_V, self.b_V)  # (..., n_kv_heads, S, d_head)
         if cache is not None:
             k, v = cache.update(k, v)
+        if choose(backend, q, k, v, return_trace=return_trace) != "reference":
+            z = attention(q, k, v, mask=mask, causal=causal, scale=scale,
+                          temperature=temperature, backend=backend)  # (..., n_heads, L, d_head)
+            return ops.project_out(z, self.W_O, self.b_O)[1]
         steps, settings = _steps(q, k, v, mask=mask, causal=causal, scale=scale,
                                  temperature=temperature)
         steps["head_out"], steps["out"] = ops.project_out(steps["z"], self.W_O, self.b_O)

@@ -66,8 +66,9 @@ def forward(p: dict, ids, config: Config, *, scale=None, temperature: float = 1.
     traces = []
     for layer in range(config.n_layers):
         h = layer_norm(x, p[f"{layer}.ln1.g"], p[f"{layer}.ln1.b"])
+        # backend="reference": the traced path's code, also when no trace is kept
         a = attention_layer(p, layer)(h, causal=True, scale=scale, temperature=temperature,
-                                      return_trace=return_traces)
+                                      return_trace=return_traces, backend="reference")
         if return_traces:
             a, tr = a
             traces.append(tr)

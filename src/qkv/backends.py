@@ -1,0 +1,131 @@
+"""Which code computes ``qkv.attention``: the traced reference, the blocked kernel, or torch.
+
+    reference  every step kept (scores, weights, ...): what a trace needs, O(L·S) memory
+    blocked    blocked online softmax in NumPy (``qkv.fast``): same numbers, O(block) memory
+    torch      torch's ``scaled_dot_product_attention`` (fused kernel for 4-D inputs)
+    auto       reference when a trace is asked for or the problem is tiny; torch for torch
+               tensors; blocked for NumPy arrays
+
+Every backend validates its inputs with the reference's own checks, so bad input gets the same
+error whichever path runs, and every backend keeps the reference's conventions (mask True = may
+attend, causal alignment, a row that sees no key gives 0).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from array_api_compat import is_torch_array
+
+from qkv import masks, ops
+from qkv.attention import (_checked_inputs, _checked_mask, _scale_factor, _temperature,
+                           attention)
+from qkv.fast import _groups, _padded, blocked_attention
+
+BACKENDS = ("auto", "reference", "blocked", "torch")
+# Up to this many scores (heads·L·S) the reference's few whole-array operations beat the
+# kernel's per-tile bookkeeping (measured on 2 cores: 128×128 float32 0.27 vs 0.36 ms,
+# 181×181 0.87 vs 0.47 ms).
+SMALL = 1 << 14
+
+
+def choose(backend, q, k, v, *, return_trace=False) -> str:
+    """The backend that will run: ``backend`` itself, or what "auto" picks for these inputs."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if return_trace:
+        if backend not in ("auto", "reference"):
+            raise ValueError(f"return_trace=True needs every step, which only the reference "
+                             f"path keeps: use backend='auto' or 'reference', got {backend!r}")
+        return "reference"
+    if backend != "auto":
+        return backend
+    arrays = (q, k, v)
+    if not all(hasattr(a, "shape") and len(a.shape) >= 2 for a in arrays):
+        return "reference"  # let the reference's checks name what is wrong
+    if any(is_torch_array(a) for a in arrays):
+        return "torch"
+    heads = max(math.prod(q.shape[:-2]), math.prod(k.shape[:-2]))  # (..., H, L, d) -> ...·H
+    if heads * q.shape[-2] * k.shape[-2] <= SMALL:
+        return "reference"
+    return "blocked"
+
+
+def run(name, q, k, v, *, mask=None, causal=False, scale=None, temperature=1.0):
+    """Attention by the backend ``name`` ("blocked" or "torch"), after the reference's checks."""
+    xp = ops.namespace(q, k, v)
+    q, k, v = _checked_inputs(xp, q, k, v)
+    factor = _scale_factor(scale, q.shape[-1])
+    tau = _temperature(temperature)
+    align = masks.causal_align(causal)
+    mask = _checked_mask(mask, q, k)
+    if name == "blocked":
+        if any(is_torch_array(a) for a in (q, k, v)):
+            raise TypeError("backend='blocked' runs on NumPy arrays, got torch tensors; use "
+                            "backend='torch' or 'auto' for tensors")
+        return blocked_attention(q, k, v, mask=mask, causal=align, scale=factor,
+                                 temperature=tau)
+    return torch_attention(q, k, v, mask=mask, causal=align, scale=factor, temperature=tau)
+
+
+def torch_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature=1.0):
+    """Attention through ``torch.nn.functional.scaled_dot_product_attention``.
+
+    Inputs as ``blocked_attention`` takes them, as torch tensors (NumPy arrays are wrapped
+    without a copy and the result comes back as NumPy). Inputs become 4-D (batch, heads, L, d)
+    so torch uses its fused kernel; grouped K/V heads use ``enable_gqa``; the causal mask is
+    torch's ``is_causal`` where the alignments agree (top-left, or L = S) and a boolean mask
+    otherwise; rows that see no key are set to 0 (torch would give NaN).
+    """
+    import torch
+    import torch.nn.functional as F
+
+    numpy_in = not is_torch_array(q)
+    if numpy_in:
+        q, k, v = (torch.as_tensor(a) for a in (q, k, v))
+        mask = None if mask is None else torch.as_tensor(mask)
+    L, S, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+    nd = max(q.ndim, k.ndim, v.ndim)
+    if min(L, S, d_k) == 0:  # torch refuses empty sizes: the reference's answer is exact
+        out = attention(q, k, v, mask=mask, causal=causal or False, scale=scale,
+                                   temperature=temperature, backend="reference")
+        return out.numpy() if numpy_in else out
+    if (nd == 4 and q.ndim == k.ndim == v.ndim and q.shape[0] == k.shape[0] == v.shape[0]
+            and k.shape[1] == v.shape[1] and q.shape[1] % k.shape[1] == 0):
+        # already (B, H, L, d) and (B, G, S, d): pass them as they are (the common case)
+        q4, k4, v4, G, r, batch = q, k, v, k.shape[1], q.shape[1] // k.shape[1], None
+    else:
+        q4, k4, v4 = (_padded(a, max(nd, 4)) for a in (q, k, v))  # (..., heads, N, features)
+        G, r = _groups(q4.shape[-3], k4.shape[-3], v4.shape[-3])
+        batch = tuple(np.broadcast_shapes(q4.shape[:-3], k4.shape[:-3], v4.shape[:-3]))
+        q4 = q4.expand(*batch, G * r, L, d_k).reshape(-1, G * r, L, d_k)  # (B, H, L, d_k)
+        k4 = k4.expand(*batch, G, S, d_k).reshape(-1, G, S, d_k)  # (B, G, S, d_k)
+        v4 = v4.expand(*batch, G, S, d_v).reshape(-1, G, S, d_v)  # (B, G, S, d_v)
+    attn_mask, is_causal = _torch_mask(mask, causal, L, S, q)
+    if batch is not None and attn_mask is not None and attn_mask.ndim > 4:  # -> (B, H, L, S)
+        attn_mask = attn_mask.expand(*batch, G * r, L, S).reshape(-1, G * r, L, S)
+    out = F.scaled_dot_product_attention(q4, k4, v4, attn_mask=attn_mask, is_causal=is_causal,
+                                         scale=scale / temperature, enable_gqa=r > 1)
+    if attn_mask is not None:  # a row that sees no key gives 0, as in the reference
+        out = torch.where(attn_mask.any(dim=-1, keepdim=True), out, 0.0)
+    if batch is not None:
+        out = out.reshape(*batch, G * r, L, d_v)  # (..., H, L, d_v)
+        out = out.reshape(out.shape[max(nd, 4) - nd:])  # drop the padding axes
+    return out.numpy() if numpy_in else out
+
+
+def _torch_mask(mask, causal, L, S, like):
+    """(attn_mask, is_causal) for SDPA: torch's own is_causal is top-left aligned."""
+    if causal is None:
+        return mask, False
+    if mask is None and (causal == "top-left" or L == S):
+        return None, True
+    if mask is None and causal == "bottom-right" and L <= 1:
+        return None, False  # one query at the end of the keys sees them all
+    tri = ops.to_device_of(masks.causal(L, S, causal), like)  # (L, S)
+    if mask is not None:
+        if mask.ndim < 4:
+            mask = mask.reshape((1,) * (4 - mask.ndim) + tuple(mask.shape))
+        tri = mask & tri
+    return tri, False

@@ -1,0 +1,331 @@
+"""Exact attention without the L×S matrix: blocked online softmax in NumPy.
+
+For each block of query rows, keys are visited block by block while every row keeps a running
+maximum m, a running sum ℓ and an unnormalised output a (FlashAttention's recurrence):
+
+    s   = (q·c)·k_blockᵀ                  c = scale / τ, folded into q once
+    m'  = max(m, max_j s_j)               α = exp(m − m')
+    ℓ'  = α·ℓ + Σ_j exp(s_j − m')         a' = α·a + exp(s − m')·v_block
+    z   = a / ℓ   (0 where the row sees no key)
+
+When max|q_i|·max|k_j| (Cauchy–Schwarz) shows every score is small enough that exp cannot
+overflow or lose a row's largest term, m stays 0: no max, shift or rescale passes (α = 1).
+
+Only one (block_q, block_k) tile of scores exists at a time per worker. Key blocks that the
+causal mask hides entirely are skipped; fully visible ones are not masked at all. Query heads
+that share a K/V head (grouped-query attention) are stacked as rows of one matrix, so a one-token
+decoding step against a long cache is a few matrix-vector products per K/V head.
+
+Conventions are the reference's (``qkv.attention``): mask True = may attend, causal alignment
+bottom-right or top-left, a row that sees no key gives 0, a NaN in anything a row sees gives NaN.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
+
+import numpy as np
+
+BLOCK_Q = 256  # query rows per tile (measured: 128-512 within noise; 256 keeps causal waste low)
+BLOCK_K = 512  # keys per tile; a float32 tile is 512 KiB, the size of one core's L2 cache
+# |scores| below which exp(s) needs no shift: e^±60 and S·e^60 stay normal float32 numbers
+QUIET = {np.float32: 60.0, np.float64: 600.0}
+FIXED_MIN_ROWS = 16  # fewer rows (decoding): the key norms would cost as much as the tile
+PARALLEL_MIN = 1 << 23  # below this many score·feature products (~1 ms) one thread beats two
+
+
+def blocked_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature=1.0,
+                      block_q=BLOCK_Q, block_k=BLOCK_K, workers=None):
+    """z = softmax(mask(q·kᵀ·scale)/τ)·v by blocked online softmax, for validated NumPy inputs.
+
+    q (..., [H,] L, d_k), k (..., [G,] S, d_k), v (..., [G,] S, d_v), one floating dtype, G
+    dividing H (``qkv.attention`` checks all this). mask: boolean, broadcastable to
+    (..., H, L, S), or None. causal: None, "bottom-right" or "top-left". workers: threads
+    (default: one per CPU, or one for small problems). Returns (..., [H,] L, d_v) in q's dtype.
+    """
+    work = np.float64 if q.dtype == np.float64 else np.float32  # float16 runs in float32
+    L, S, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+    nd = max(q.ndim, k.ndim, v.ndim, 3)
+    q4, k4, v4 = (_padded(a, nd) for a in (q, k, v))  # (..., heads, length, features)
+    G, r = _groups(q4.shape[-3], k4.shape[-3], v4.shape[-3])
+    batch = np.broadcast_shapes(q4.shape[:-3], k4.shape[:-3], v4.shape[:-3])
+    out = np.zeros((*batch, G, r, L, d_v), dtype=work)  # (..., G, r, L, d_v)
+    if out.size and S:
+        units = _Units((*batch, G), {
+            "q": np.broadcast_to(_split_heads(q4, G, r), (*batch, G, r, L, d_k)),
+            "k": np.broadcast_to(k4, (*batch, G, S, d_k)),  # no copy
+            "v": np.broadcast_to(v4, (*batch, G, S, d_v)),  # no copy
+            "mask": None if mask is None else np.broadcast_to(
+                _split_heads(_padded(np.asarray(mask), nd), G, r), (*batch, G, r, L, S)),
+            "out": out})
+        if workers is None:  # one per CPU, unless the work is too small to share
+            small = units.count * r * L * S * (d_k + d_v) < PARALLEL_MIN
+            workers = 1 if small else default_workers()
+        plan = _Plan(units.count, L, S, r, causal, block_q, block_k, workers,
+                     scale / temperature, work, d_k, d_v)
+        items = [(u0, u1, rows) for u0, u1 in plan.unit_chunks() for rows in plan.row_blocks()]
+        items.sort(key=lambda item: -plan.cost(item[2]))  # longest first: no thread idles late
+
+        def run(item):
+            u0, u1, rows = item
+            plan.tile(*(units.take(name, u0, u1) for name in ("q", "k", "v", "mask", "out")),
+                      rows)
+
+        workers = min(workers, len(items))
+        with _single_threaded_blas():  # measured: threads over tiles beat threaded BLAS calls
+            if workers <= 1:
+                for item in items:
+                    run(item)
+            else:
+                list(_pool(workers).map(run, items))
+    out = out.reshape(*batch, G * r, L, d_v)  # (..., H, L, d_v)
+    out = out.reshape(out.shape[nd - max(q.ndim, k.ndim, v.ndim):])  # drop the padding axes
+    return out if out.dtype == q.dtype else out.astype(q.dtype)
+
+
+def default_workers() -> int:
+    """Threads for the kernel: one per CPU this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return os.cpu_count() or 1
+
+
+@functools.cache
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """A thread pool kept for the process: starting threads on every call costs more than a
+    decoding step's work. Forgotten in a forked child, whose copy has no live threads."""
+    return ThreadPoolExecutor(workers, thread_name_prefix="qkv-blocked")
+
+
+os.register_at_fork(after_in_child=_pool.cache_clear)
+
+
+class _Buffers(NamedTuple):
+    q: np.ndarray  # flat: the tile's queries times scale/τ
+    s: np.ndarray  # flat: scores, then probabilities, in place
+    pv: np.ndarray  # flat: probabilities · values
+
+
+class _Plan:
+    """Tile sizes and the per-tile recurrence for one call.
+
+    A tile is u units (K/V heads) × n query rows × bk keys: n ≤ block_q rows of one head, or
+    whole heads when L is short; u > 1 only when L is short (decoding), up to block_q rows in
+    all; bk grows to keep the tile area when u·n is small.
+    """
+
+    def __init__(self, U, L, S, r, causal, block_q, block_k, workers, factor, dtype, d_k, d_v):
+        self.U, self.L, self.S, self.r, self.factor, self.dtype = U, L, S, r, factor, dtype
+        self.d_k, self.d_v = d_k, d_v
+        self.offset = None if causal is None else (S - L if causal == "bottom-right" else 0)
+        rows = r * L
+        self.bq = max(1, min(block_q, rows))
+        self.n = self.bq if L >= self.bq else max(1, self.bq // L) * L  # rows per tile
+        self.n = min(self.n, rows)
+        self.u = 1
+        if self.n < block_q:  # short rows: stack units, but leave work for every thread
+            self.u = max(1, min(block_q // self.n, -(-U // max(1, workers))))
+        self.bk = max(1, min(S, max(block_k, block_q * block_k // (self.u * self.n))))
+        self.buffers = {}  # thread id -> that thread's tile buffers
+
+    def unit_chunks(self):
+        return [(u0, min(u0 + self.u, self.U)) for u0 in range(0, self.U, self.u)]
+
+    def row_blocks(self):
+        """Row ranges (h0, h1, i0, i1) of the stacked (r, L) query rows: a slice of one head's
+        rows (L ≥ bq) or whole heads h0..h1 (short L, e.g. one decoding token)."""
+        L, r, bq = self.L, self.r, self.bq
+        if L >= bq:
+            return [(h, h + 1, i0, min(i0 + bq, L)) for h in range(r) for i0 in range(0, L, bq)]
+        per = max(1, bq // L)
+        return [(h0, min(h0 + per, r), 0, L) for h0 in range(0, r, per)]
+
+    def cost(self, rows):
+        """Keys the rows (h0, h1, i0, i1) attend to, times their count: the tile's work."""
+        h0, h1, i0, i1 = rows
+        return (h1 - h0) * (i1 - i0) * sum(j1 - j0 for j0, j1, _ in self.key_blocks(i0, i1))
+
+    def key_blocks(self, i0, i1):
+        """Key ranges (j0, j1, diagonal) for query rows i0..i1-1. Keys no row sees are left out;
+        with a causal mask, keys every row sees come in plain blocks and the few that only some
+        rows see (the diagonal, at most bq wide) in blocks of their own, the only ones masked."""
+        S, bk = self.S, self.bk
+        if self.offset is None:
+            return [(j0, min(j0 + bk, S), False) for j0 in range(0, S, bk)]
+        j_end = min(S, max(0, i1 + self.offset))  # past the last key any row sees
+        # keys below j_full: every row sees. One row sees all its keys; for more, the diagonal
+        # block starts at the first row's last key, on a multiple of bq (no 1-key fragments)
+        j_full = j_end if i1 - i0 == 1 else min(j_end, max(0, i0 + self.offset))
+        return [(j0, min(j0 + bk, j_full), False) for j0 in range(0, j_full, bk)] + \
+            [(j0, min(j0 + bk, j_end), True) for j0 in range(j_full, j_end, bk)]
+
+    def tile(self, q_u, k_u, v_u, m_u, out_u, rows):
+        """Run the recurrence for query rows ``rows`` of u units; write z into out_u.
+
+        q_u (u, r, L, d_k), k_u (u, S, d_k), v_u (u, S, d_v), m_u (u, r, L, S) or None,
+        out_u (u, r, L, d_v).
+        """
+        h0, h1, i0, i1 = rows
+        u, n = q_u.shape[0], (h1 - h0) * (i1 - i0)
+        buf = self._buffers()
+        qs = buf.q[: u * n * self.d_k].reshape(u, n, self.d_k)
+        # (u, h1-h0, i1-i0, d_k) -> (u, n, d_k): the tile's rows, times scale/τ
+        np.multiply(q_u[:, h0:h1, i0:i1].reshape(u, n, self.d_k), self.factor, out=qs,
+                    casting="same_kind")
+        m = np.full((u, n), -np.inf, dtype=self.dtype)  # running max per row
+        ell = np.zeros((u, n), dtype=self.dtype)  # running sum per row
+        acc = np.zeros((u, n, self.d_v), dtype=self.dtype)  # unnormalised output
+        pos = np.tile(np.arange(i0, i1), h1 - h0)  # (n,) each row's query position
+        fixed = n >= FIXED_MIN_ROWS and self._score_bound(qs, k_u) <= QUIET[self.dtype]
+        for j0, j1, diagonal in self.key_blocks(i0, i1):
+            hidden = self._hidden(m_u, rows, j0, j1, diagonal, pos)
+            if hidden is True:
+                continue  # the whole tile is masked
+            s = buf.s[: u * n * (j1 - j0)].reshape(u, n, j1 - j0)
+            # (u, n, d_k) @ (u, d_k, bk) -> (u, n, bk)
+            np.matmul(qs, k_u[:, j0:j1].transpose(0, 2, 1), out=s)
+            if hidden is not None:
+                np.copyto(s, -np.inf, where=hidden)
+            if not fixed:  # shift by the running max; rescale what was summed before
+                m_new = np.maximum(m, s.max(axis=-1))  # (u, n)
+                stab = np.where(m_new == -np.inf, 0.0, m_new).astype(self.dtype)  # dead: 0
+                alpha = np.exp(m - stab)  # (u, n)
+                np.subtract(s, stab[..., None], out=s)
+                ell *= alpha
+                acc *= alpha[..., None]
+                m = m_new
+            np.exp(s, out=s)  # p = exp(s − m'), in place
+            ell += s.sum(axis=-1)
+            pv = buf.pv[: u * n * self.d_v].reshape(u, n, self.d_v)
+            acc += np.matmul(s, v_u[:, j0:j1], out=pv)  # (u, n, bk) @ (u, bk, d_v)
+        dead = ell == 0  # only when every key of the row is masked (a NaN stays NaN)
+        np.divide(acc, ell[..., None], out=acc, where=~dead[..., None])
+        acc[dead] = 0.0
+        # (u, n, d_v) -> (u, h1-h0, i1-i0, d_v)
+        out_u[:, h0:h1, i0:i1] = acc.reshape(u, h1 - h0, i1 - i0, self.d_v)
+
+    @staticmethod
+    def _score_bound(qs, k_u):
+        """max |s| ≤ max_i |q_i| · max_j |k_j| (Cauchy–Schwarz; qs already holds scale/τ).
+
+        When the bound is below QUIET, exp(s) neither overflows nor underflows the largest term
+        of a row, so the shift by the running max (and the rescaling it brings) can be left
+        out: the stabiliser stays 0, and the max and shift passes over every tile are saved.
+        NaN when an input is NaN, which keeps the shifted path.
+        """
+        q_norm = np.sqrt(np.einsum("und,und->un", qs, qs).max())  # (u, n) -> ()
+        k_norm = np.sqrt(np.einsum("usd,usd->us", k_u, k_u).max())  # (u, S) -> ()
+        return float(q_norm) * float(k_norm) * 1.01  # 1% for the rounding of the norms
+
+    def _buffers(self):
+        """This thread's tile buffers, made on its first tile."""
+        buf = self.buffers.get(threading.get_ident())
+        if buf is None:
+            rows = self.u * self.n
+            buf = self.buffers[threading.get_ident()] = _Buffers(
+                np.empty(rows * self.d_k, self.dtype), np.empty(rows * self.bk, self.dtype),
+                np.empty(rows * self.d_v, self.dtype))
+        return buf
+
+    def _hidden(self, m_u, rows, j0, j1, diagonal, pos):
+        """Boolean (u or 1, n, j1-j0) of masked scores in this tile; None if none is, True if
+        all are."""
+        h0, h1, i0, i1 = rows
+        hidden = None
+        if diagonal:  # the tile crosses the causal diagonal
+            j = np.arange(j0, j1)  # (bk,)
+            hidden = j[None, :] > pos[:, None] + self.offset  # (n, 1) vs (1, bk) -> (n, bk)
+        if m_u is not None:
+            # (u, h1-h0, i1-i0, bk) -> (u, n, bk)
+            seen = m_u[:, h0:h1, i0:i1, j0:j1].reshape(m_u.shape[0], -1, j1 - j0)
+            if hidden is None:
+                if seen.all():
+                    return None
+                hidden = ~seen
+            else:
+                hidden = hidden | ~seen
+        if hidden is not None and hidden.all():
+            return True
+        return hidden
+
+
+class _Units:
+    """The inputs' (..., G) K/V-head units as stacks (u, ...), views wherever possible."""
+
+    def __init__(self, lead, arrays):
+        self.lead, self.count = lead, math.prod(lead)
+        self.arrays = arrays
+        self.flat = {name: _flat_view(a, len(lead)) for name, a in arrays.items()
+                     if a is not None}
+
+    def take(self, name, u0, u1):
+        a = self.arrays[name]
+        if a is None:
+            return None
+        if self.flat[name] is not None:
+            return self.flat[name][u0:u1]
+        index = [np.unravel_index(u, self.lead) for u in range(u0, u1)]
+        if len(index) == 1:
+            return a[index[0]][None]  # (1, ...), a view
+        return np.stack([a[i] for i in index])  # a copy of u (short) units: broadcast inputs
+
+
+def _flat_view(a, n):
+    """a (*lead, ...) as (U, ...) when its n lead axes merge without a copy, else None."""
+    axes = [(size, stride) for size, stride in zip(a.shape[:n], a.strides[:n]) if size != 1]
+    if any(outer != inner * size for (_, outer), (size, inner) in zip(axes, axes[1:])):
+        return None
+    return a.reshape(math.prod(a.shape[:n]), *a.shape[n:])  # a view: the strides line up
+
+
+def _padded(a, nd):
+    """a with leading length-1 axes up to nd dimensions (a view)."""
+    return a.reshape((1,) * (nd - a.ndim) + tuple(a.shape))
+
+
+def _groups(h_q, h_k, h_v):
+    """(G, r): K/V heads and query heads per K/V head; a head count of 1 broadcasts."""
+    G = h_k if h_k == h_v else max(h_k, h_v)
+    r = h_q // G if h_q > G else 1
+    if h_q > 1 and h_q != G * r or min(h_k, h_v) not in (1, G):
+        raise ValueError(f"heads do not line up: q has {h_q}, k {h_k}, v {h_v}; k and v need "
+                         "the same count, dividing q's")
+    return G, r
+
+
+def _split_heads(a, G, r):
+    """(..., H, N, n) -> (..., G, r, N, n) with H = G·r, or (..., 1, 1, N, n) when H = 1."""
+    if a.shape[-3] == G * r:
+        return a.reshape(*a.shape[:-3], G, r, *a.shape[-2:])  # splitting an axis: a view
+    return a[..., None, :, :]  # (..., 1, 1, N, n)
+
+
+class _single_threaded_blas:
+    """While worker threads run, BLAS uses one thread each (no oversubscription)."""
+
+    def __enter__(self):
+        controller = _blas_controller()
+        self.limits = None if controller is None else controller.limit(limits=1,
+                                                                        user_api="blas")
+        return self
+
+    def __exit__(self, *exc):
+        if self.limits is not None:
+            self.limits.restore_original_limits()
+
+
+@functools.cache
+def _blas_controller():
+    """threadpoolctl's view of the loaded BLAS libraries, found once (finding them takes ~0.5
+    ms; setting their thread count afterwards takes microseconds). None without threadpoolctl."""
+    try:
+        from threadpoolctl import ThreadpoolController
+    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
+        return None
+    return ThreadpoolController()
