@@ -13,6 +13,7 @@ EXPERIMENTS = {
     "scaling": "qkv.lab.scaling",
     "symmetry": "qkv.lab.symmetry",
     "temperature": "qkv.lab.temperature",
+    "cost": "qkv.lab.cost",
 }
 
 
@@ -80,6 +81,7 @@ def lab():
       qkv lab scaling --png scaling.png    std of q·k ≈ √d_k; saturation without ÷√d_k
       qkv lab symmetry                     W_Q = W_K gives symmetric, PSD scoring
       qkv lab temperature                  τ from 0.05 (argmax) to 10 (uniform)
+      qkv lab cost                         memory of traced vs blocked attention as T doubles
       qkv lab train                        train the Mini-GPT on subject–verb agreement
     """
 
@@ -91,6 +93,8 @@ for _name, _doc in {
                 "lift both; tied W_K = W_V returns a mix of keys.  Example: qkv lab symmetry",
     "temperature": "Weights, entropy and effective number of tokens as τ goes 0.05 → 10 on "
                    "the default scene.  Example: qkv lab temperature --format plain",
+    "cost": "Time and memory of the traced and the blocked paths as T doubles: T² against T "
+            "memory.  Example: qkv lab cost --png cost.png",
 }.items():
     lab.add_command(_experiment(_name, _doc))
 
