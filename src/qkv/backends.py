@@ -117,6 +117,8 @@ def torch_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature=1
 
 def _torch_mask(mask, causal, L, S, like):
     """(attn_mask, is_causal) for SDPA: torch's own is_causal is top-left aligned."""
+    if mask is not None and mask.ndim < 4:  # (..., L, S) or (S,) -> (1, ..., L, S)
+        mask = mask.reshape((1,) * (4 - mask.ndim) + tuple(mask.shape))
     if causal is None:
         return mask, False
     if mask is None and (causal == "top-left" or L == S):
@@ -125,7 +127,5 @@ def _torch_mask(mask, causal, L, S, like):
         return None, False  # one query at the end of the keys sees them all
     tri = ops.to_device_of(masks.causal(L, S, causal), like)  # (L, S)
     if mask is not None:
-        if mask.ndim < 4:
-            mask = mask.reshape((1,) * (4 - mask.ndim) + tuple(mask.shape))
-        tri = mask & tri
+        tri = mask & tri  # (..., L, S)
     return tri, False

@@ -16,9 +16,6 @@ import sys
 
 import click
 import numpy as np
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from qkv import bench_peers as peers_
 from qkv.bench_peers import PEERS, TORCH_PEERS, Config
@@ -90,12 +87,17 @@ def bench(T, heads, d, causal, decode, skip_full, quick, peer_list, min_time, ma
     if as_json:
         click.echo(json.dumps(report, indent=2))
     else:
+        from rich.console import Console
+
         render(report, Console(width=max(100, shutil.get_terminal_size().columns)))
 
 
 def run(configs, chosen, *, min_time, max_memory, memory, gemm_n, settle=0.25,
         show_progress=True) -> dict:
     """Measure every configuration; return the report (as ``--json`` prints it)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
     err = Console(stderr=True)
     steps = 1 + sum(2 * len(chosen) + memory for _ in configs)
     progress = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
@@ -147,11 +149,13 @@ def _measure(cfg, chosen, peak, min_time, max_memory, settle, step) -> tuple[dic
     return {"config": config, "results": [rows[p] for p in chosen]}, list(runners)
 
 
-def render(report: dict, console: Console) -> None:
+def render(report: dict, console) -> None:
     """The report as a rich table: one section per configuration, one row per peer."""
     gemm = report["gemm"]
     console.print(f"[bold]qkv bench[/] · {report['machine']['cpu']} · NumPy float32 GEMM peak "
                   f"{gemm['gflops']:.1f} GFLOP/s (matmul {gemm['n']}³)")
+    from rich.table import Table
+
     table = Table()
     for name in ("peer", "median", "GFLOP/s", "% peak", "× sdpa", "peak extra", "max |err|"):
         table.add_column(name, justify="left" if name == "peer" else "right", no_wrap=True)

@@ -77,7 +77,7 @@ def blocked_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature
                       rows)
 
         workers = min(workers, len(items))
-        with _single_threaded_blas():  # measured: threads over tiles beat threaded BLAS calls
+        with single_threaded_blas():  # measured: threads over tiles beat threaded BLAS calls
             if workers <= 1:
                 for item in items:
                     run(item)
@@ -306,7 +306,7 @@ def _split_heads(a, G, r):
     return a[..., None, :, :]  # (..., 1, 1, N, n)
 
 
-class _single_threaded_blas:
+class single_threaded_blas:
     """While worker threads run, BLAS uses one thread each (no oversubscription)."""
 
     def __enter__(self):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass
 from typing import Iterator
@@ -10,6 +11,7 @@ import numpy as np
 
 from qkv import ops
 from qkv.cache import KVCache
+from qkv.fast import single_threaded_blas
 
 CHAT = "<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n"
 
@@ -58,8 +60,10 @@ class Generator:
         step = np.asarray([ids], dtype=np.int64)  # (1, L): the whole prompt first (prefill)
         start = 0
         for _ in range(max_new_tokens):
-            hidden, traces = self._forward(step, None, keep=set(range(self.n_layers)),
-                                           caches=caches, start=start)
+            # a one-token step is too small to share: BLAS threads would only wait on each other
+            with single_threaded_blas() if step.shape[1] == 1 else contextlib.nullcontext():
+                hidden, traces = self._forward(step, None, keep=set(range(self.n_layers)),
+                                               caches=caches, start=start)
             start += step.shape[1]
             rows = np.stack([traces[i]["weights"][0, :, -1, :] for i in range(self.n_layers)])
             token = _pick(self.logits(hidden[0, -1]), temperature, top_k, rng)
