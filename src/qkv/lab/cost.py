@@ -8,7 +8,7 @@ import tracemalloc
 import numpy as np
 
 from qkv import attention
-from qkv.lab.result import Result
+from qkv.lab.result import Result, loglog_panels
 
 CLAIM = ("the score matrix makes attention's memory grow as T² (every step of the trace is "
          "T × T), while exact blocked attention needs memory growing only as T; time grows as "
@@ -53,18 +53,10 @@ def run(*, seed: int = 0, sizes=SIZES, d: int = 64) -> Result:
                 f"and {a[-1, 4] / a[-2, 4]:.1f}×")
 
     def plot(fig):
-        ax1, ax2 = fig.subplots(1, 2)
-        ax1.loglog(a[:, 0], a[:, 3], "o-", label="traced (every step kept)")
-        ax1.loglog(a[:, 0], a[:, 5], "s-", label="blocked (exact, no T×T)")
-        ax1.set_xlabel("T")
-        ax1.set_ylabel("peak MiB")
-        ax1.set_title("memory")
-        ax1.legend()
-        ax2.loglog(a[:, 0], a[:, 2], "o-", label="traced")
-        ax2.loglog(a[:, 0], a[:, 4], "s-", label="blocked")
-        ax2.set_xlabel("T")
-        ax2.set_ylabel("seconds")
-        ax2.set_title("time (causal, d = 64, float32)")
-        ax2.legend()
+        loglog_panels(fig, a[:, 0], "T", [
+            ("peak MiB", [(a[:, 3], "o-", "traced (every step kept)"),
+                          (a[:, 5], "s-", "blocked (exact, no T×T)")]),
+            ("seconds (causal, d = 64, float32)", [(a[:, 2], "o-", "traced"),
+                                                   (a[:, 4], "s-", "blocked")])])
 
     return Result("cost", CLAIM, columns, rows, bool(supported), evidence, plot=plot)

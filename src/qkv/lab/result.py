@@ -26,3 +26,13 @@ class Result:
         return {"name": self.name, "claim": self.claim, "columns": self.columns,
                 "rows": self.rows, "supported": self.supported, "evidence": self.evidence,
                 "verdict": self.verdict, **self.extra}
+
+
+def loglog_panels(fig, x, xlabel: str, panels) -> None:
+    """Side-by-side log-log panels sharing x: each panel is (title, [(y, style, label), ...])."""
+    for ax, (title, lines) in zip(fig.subplots(1, len(panels)), panels):
+        for y, style, label in lines:
+            ax.loglog(x, y, style, label=label)
+        ax.set_xlabel(xlabel)
+        ax.set_title(title)
+        ax.legend()

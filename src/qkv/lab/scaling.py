@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from qkv import ops
-from qkv.lab.result import Result
+from qkv.lab.result import Result, loglog_panels
 
 CLAIM = ("q·k of random unit-variance vectors spreads like √d_k; without ÷√d_k the softmax "
          "saturates and the gradient reaching the scores vanishes")
@@ -49,18 +49,12 @@ def run(*, seed: int = 0, pairs: int = 4000, T: int = 1024, queries: int = 16) -
                 f"a typical key a gradient of {big[6]:.1e}; scaled: {big[7]:.3f} and {big[9]:.1e}")
 
     def plot(fig):
-        ax1, ax2 = fig.subplots(1, 2)
-        ax1.loglog(a[:, 0], a[:, 2], "o-", label="std q·k")
-        ax1.loglog(a[:, 0], a[:, 3], "s-", label="std q·k / √d_k")
-        ax1.loglog(a[:, 0], a[:, 1], "k:", label="√d_k")
-        ax1.set_xlabel("d_k")
-        ax1.set_title("spread of the scores")
-        ax1.legend()
-        ax2.loglog(a[:, 0], a[:, 6], "o-", label="raw")
-        ax2.loglog(a[:, 0], a[:, 9], "s-", label="÷√d_k")
-        ax2.set_xlabel("d_k")
-        ax2.set_title(f"median |∂L/∂s_j| over {T} keys")
-        ax2.legend()
+        loglog_panels(fig, a[:, 0], "d_k", [
+            ("spread of the scores", [(a[:, 2], "o-", "std q·k"),
+                                      (a[:, 3], "s-", "std q·k / √d_k"),
+                                      (a[:, 1], "k:", "√d_k")]),
+            (f"median |∂L/∂s_j| over {T} keys", [(a[:, 6], "o-", "raw"),
+                                                  (a[:, 9], "s-", "÷√d_k")])])
 
     return Result("scaling", CLAIM, columns, rows, bool(spread_ok and saturates), evidence,
                   plot=plot)
