@@ -11,44 +11,16 @@ import pytest
 
 from qkv import presets
 from web_reference import multi_head, single_head
+from web_watch import watched_page
 
 CAT = presets.load("cat-sat")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"  # gitignored; screenshots land here
 
 
-class Watch:
-    """Everything the page asked for and every console error it printed."""
-
-    def __init__(self):
-        self.urls: list[str] = []
-        self.blocked: list[str] = []
-        self.errors: list[str] = []
-
-    def route(self, route):
-        url = route.request.url
-        self.urls.append(url)
-        if urlsplit(url).hostname == "127.0.0.1" or url.startswith("data:"):
-            route.continue_()
-        else:
-            self.blocked.append(url)
-            route.abort()
-
-    def traces(self) -> int:
-        return sum(u.endswith("/api/trace") for u in self.urls)
-
-
 @pytest.fixture
 def watched(browser, server_url):
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    watch = Watch()
-    context.route("**/*", watch.route)
-    page = context.new_page()
-    page.on("console", lambda m: watch.errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: watch.errors.append(str(e)))
-    yield page, watch
-    context.close()
-    assert watch.errors == [], "console errors"
-    assert watch.blocked == [], "requests that would have left 127.0.0.1"
+    with watched_page(browser) as (page, watch):
+        yield page, watch
 
 
 def open_page(page, url):

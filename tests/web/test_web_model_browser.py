@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from qkv import models
+from web_watch import watched_page
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"  # gitignored; screenshots land here
 TEXT = "A small dog ran to the park"
@@ -17,26 +18,9 @@ TEXT = "A small dog ran to the park"
 
 @pytest.fixture
 def page(browser, model_server_url):
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
-    errors, outside = [], []
-
-    def route(r):
-        url = r.request.url
-        if urlsplit(url).hostname == "127.0.0.1" or url.startswith("data:"):
-            r.continue_()
-        else:
-            outside.append(url)
-            r.abort()
-
-    context.route("**/*", route)
-    p = context.new_page()
-    p.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    p.on("pageerror", lambda e: errors.append(str(e)))
-    p.console_errors = errors  # a test that provokes a 4xx removes the browser's report of it
-    yield p
-    context.close()
-    assert errors == [], "console errors"
-    assert outside == [], "requests that would have left 127.0.0.1"
+    with watched_page(browser) as (p, watch):
+        p.console_errors = watch.errors  # a test that provokes a 4xx removes the browser's report
+        yield p
 
 
 def model_renders(page) -> int:

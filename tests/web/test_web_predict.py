@@ -5,13 +5,13 @@ and no request leaving 127.0.0.1."""
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
 
 from qkv import presets
 from web_reference import multi_head, single_head
+from web_watch import watched_page
 
 CAT = presets.load("cat-sat")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"  # gitignored
@@ -24,28 +24,11 @@ VEILED = ["panel-pipeline", "panel-weights", "panel-z", "panel-formula", "panel-
 
 @pytest.fixture
 def page(browser, server_url):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    urls, blocked, errors = [], [], []
-
-    def route(r):
-        urls.append(r.request.url)
-        if urlsplit(r.request.url).hostname == "127.0.0.1" or r.request.url.startswith("data:"):
-            r.continue_()
-        else:
-            blocked.append(r.request.url)
-            r.abort()
-
-    context.route("**/*", route)
-    p = context.new_page()
-    p.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    p.on("pageerror", lambda e: errors.append(str(e)))
-    p.goto(server_url + "/")
-    p.wait_for_function("() => Number(document.body.dataset.renders) >= 1")
-    p.urls = urls
-    yield p
-    context.close()
-    assert errors == [], "console errors"
-    assert blocked == [], "requests that would have left 127.0.0.1"
+    with watched_page(browser, height=1000) as (p, watch):
+        p.goto(server_url + "/")
+        p.wait_for_function("() => Number(document.body.dataset.renders) >= 1")
+        p.urls = watch.urls
+        yield p
 
 
 def renders(page) -> int:
