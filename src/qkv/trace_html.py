@@ -6,14 +6,10 @@ import html
 
 import numpy as np
 
+from qkv.explain import labels
+
 _MAX_HEADS = 8
 _MAX_SIDE = 48
-
-
-def _label(tokens, n):
-    if tokens and len(tokens) == n:
-        return [html.escape(str(t)) for t in tokens]
-    return [str(i) for i in range(n)]
 
 
 def _cell(w: float, visible: bool) -> str:
@@ -57,8 +53,8 @@ def render(trace) -> str:
     if full.ndim == 2:
         full = np.broadcast_to(full, w.shape)
     L, S = w.shape[-2:]
-    rows = _label(trace.tokens, L)
-    cols = _label(trace.key_tokens or trace.tokens, S)
+    rows = [html.escape(t) for t in labels(trace.tokens, L)]
+    cols = [html.escape(t) for t in labels(trace.key_tokens or trace.tokens, S)]
     parts = [
         "<div style='font-family:sans-serif'>",
         "<b>qkv trace</b> — steps: " + ", ".join(trace.names),
