@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from qkv.bench import bench
-from qkv.bench_peers import PEERS, TORCH_PEERS, Config, float64_reference, inputs
+from qkv.cli.bench import bench
+from qkv.bench.peers import PEERS, TORCH_PEERS, Config, float64_reference, inputs
 
 
 def test_quick_json_reports_every_config_and_peer():

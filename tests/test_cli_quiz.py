@@ -11,7 +11,7 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from qkv.commands.quiz import quiz
+from qkv.cli.quiz import quiz
 
 
 def run(*args, input=None):
@@ -115,7 +115,7 @@ pexpect = pytest.importorskip("pexpect", reason="pexpect is not installed (dev e
 
 def spawn(*args):
     env = dict(os.environ, COLUMNS="200", LINES="40")  # questions on one line each
-    child = pexpect.spawn(sys.executable, ["-m", "qkv.commands.quiz", *args], encoding="utf-8",
+    child = pexpect.spawn(sys.executable, ["-m", "qkv.cli.quiz", *args], encoding="utf-8",
                           timeout=30, dimensions=(40, 200), env=env)
     return child
 
@@ -180,7 +180,7 @@ def test_terminal_end_of_input_and_ctrl_c_print_the_score():
 def test_runs_under_the_lazy_qkv_group():
     from qkv.cli import LazyGroup
 
-    group = LazyGroup("qkv", lazy={"quiz": "qkv.commands.quiz:quiz"})
+    group = LazyGroup("qkv", lazy={"quiz": "qkv.cli.quiz:quiz"})
     result = CliRunner().invoke(group, ["quiz", "--topic", "scores", "--n", "2", "--seed", "3",
                                         "--answers", "q"])
     assert result.exit_code == 0, result.output

@@ -1,4 +1,4 @@
-"""qkv.dims: the tutorials' numbers, torch's parameter and FLOP counts as references."""
+"""qkv.explain.dims: the tutorials' numbers, torch's parameter and FLOP counts as references."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from qkv import MultiHeadAttention
-from qkv.dims import MODELS, AttentionDims, model, nbytes, report
+from qkv.explain.dims import MODELS, AttentionDims, model, nbytes, report
 
 
 @pytest.mark.parametrize("name, d_head", [

@@ -6,7 +6,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="ring attention runs on torch.distributed")
 
 import qkv  # noqa: E402
-from qkv import ops  # noqa: E402
+from qkv import steps  # noqa: E402
 from qkv.distributed import check, launch  # noqa: E402
 
 CASES = [
@@ -76,12 +76,12 @@ def test_merge_of_partials_equals_attention_over_all_keys(rng):
 
     def part(a, b):
         m = mask[:, a:b]
-        s = ops.apply_mask(ops.scale(ops.scores(q, k[a:b]), 0.5), m)
-        return ops.weighted_sum(ops.softmax(s, m), v[a:b], m), ops.logsumexp(s, m)
+        s = steps.apply_mask(steps.scale(steps.scores(q, k[a:b]), 0.5), m)
+        return steps.weighted_sum(steps.softmax(s, m), v[a:b], m), steps.logsumexp(s, m)
 
-    z, lse = ops.merge_partials(*part(0, 3), *part(3, 7))
+    z, lse = steps.merge_partials(*part(0, 3), *part(3, 7))
     assert np.allclose(z, qkv.attention(q, k, v, mask=mask), atol=1e-15)
-    s = ops.scale(ops.scores(q, k), 0.5)
+    s = steps.scale(steps.scores(q, k), 0.5)
     ref = np.log(np.sum(np.where(mask, np.exp(s), 0), axis=-1))  # float64 by hand
     assert np.allclose(lse, ref, atol=1e-14)
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 import qkv
-from qkv.explain import Section, dot_terms, fmt, labels, render_plain, vec, walkthrough
-from qkv.report import Table, render_markdown, section
+from qkv.explain.walkthrough import Section, dot_terms, fmt, labels, render_plain, vec, walkthrough
+from qkv.explain.format import Table, render_markdown, section
 
 
 def text(sections) -> str:

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import qkv
-from qkv import fast
-from qkv.fast import blocked_attention
+from qkv.kernels import blocked as fast
+from qkv.kernels.blocked import blocked_attention
 
 ALIGNS = (None, "bottom-right", "top-left")
 
@@ -289,12 +289,13 @@ def test_backend_names_and_traces():
 
 
 def test_auto_picks_by_size_and_library():
-    from qkv.backends import choose
+    from qkv.checks import problem
+    from qkv.kernels.dispatch import choose
 
-    small, big = np.ones((8, 4)), np.ones((1024, 4))
-    assert choose("auto", small, small, small) == "reference"
-    assert choose("auto", big, big, big) == "blocked"
-    assert choose("auto", big, big, big, return_trace=True) == "reference"
+    small, big = problem(*[np.ones((8, 4))] * 3), problem(*[np.ones((1024, 4))] * 3)
+    assert choose("auto", small) == "reference"
+    assert choose("auto", big) == "blocked"
+    assert choose("auto", big, return_trace=True) == "reference"
 
 
 def test_multihead_decoding_with_a_cache_matches_one_causal_pass():

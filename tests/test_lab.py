@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from qkv import ops
+from qkv import steps
 from qkv.lab import corpus, minigpt, scaling, symmetry, temperature
 
 
@@ -145,7 +145,7 @@ def test_unknown_words_are_refused():
 # ---- the command line --------------------------------------------------------------------------
 
 def _lab(*args):
-    from qkv.lab.commands import lab
+    from qkv.cli.lab import lab
 
     return CliRunner().invoke(lab, list(args))
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 import qkv
-from qkv import ops
+from qkv import steps
 
 
 def test_shapes_and_init_scale():
@@ -25,7 +25,7 @@ def test_sum_over_heads_equals_concat_times_W_O(rng):
     mha.b_O = rng.normal(size=12)
     x = rng.normal(size=(2, 5, 12))
     out, tr = mha(x, return_trace=True)
-    concat = ops.merge_heads(tr.z)  # (2, 5, 3·4)
+    concat = steps.merge_heads(tr.z)  # (2, 5, 3·4)
     W_O = mha.W_O.reshape(12, 12)  # rows of head h at h·4:(h+1)·4
     assert np.allclose(out, concat @ W_O + mha.b_O, rtol=0, atol=1e-14)
     assert np.allclose(out, tr.head_out.sum(axis=-3) + mha.b_O, rtol=0, atol=1e-14)
@@ -39,9 +39,9 @@ def test_fused_qkv_gives_the_same_q_k_v(rng):
     fused = x @ W  # one matmul: (7, 24)
     q, k, v = np.split(fused, [4 * 3, 4 * 3 + 2 * 3], axis=-1)
     _, tr = mha(x, return_trace=True)
-    assert np.allclose(ops.split_heads(q, 4), tr.q, rtol=0, atol=1e-14)
-    assert np.allclose(ops.split_heads(k, 2), tr.k, rtol=0, atol=1e-14)
-    assert np.allclose(ops.split_heads(v, 2), tr.v, rtol=0, atol=1e-14)
+    assert np.allclose(steps.split_heads(q, 4), tr.q, rtol=0, atol=1e-14)
+    assert np.allclose(steps.split_heads(k, 2), tr.k, rtol=0, atol=1e-14)
+    assert np.allclose(steps.split_heads(v, 2), tr.v, rtol=0, atol=1e-14)
 
 
 def test_one_head_equals_single_head_attention(rng):

@@ -37,8 +37,8 @@ def test_permuting_keys_with_their_values_changes_nothing(inputs):
 @given(qkv_inputs(), st.floats(-50, 50))
 def test_adding_a_constant_to_a_score_row_changes_nothing(inputs, c):
     q, k, v, _ = inputs
-    w = qkv.ops.softmax(qkv.ops.scores(q, k))
-    w_shift = qkv.ops.softmax(qkv.ops.scores(q, k) + c)
+    w = qkv.steps.softmax(qkv.steps.scores(q, k))
+    w_shift = qkv.steps.softmax(qkv.steps.scores(q, k) + c)
     assert np.allclose(w, w_shift, atol=1e-12)
 
 

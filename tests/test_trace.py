@@ -65,7 +65,7 @@ def test_contributions_argument_errors(rng):
 
 
 def test_html_is_self_contained_and_shows_weights():
-    scene = qkv.presets.load("cat-sat")
+    scene = qkv.explain.scenes.load("cat-sat")
     page = scene.trace()._repr_html_()
     assert "<script" not in page and "http" not in page
     assert "sat" in page and "weights" in page

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qkv import ops
+from qkv import steps
 
 
 class KVCache:
@@ -58,13 +58,13 @@ class KVCache:
 
     def _grown(self, buf, new, t):
         """buf with room for t more positions (capacity doubles), in new's library and dtype."""
-        xp = ops.namespace(new)
+        xp = steps.namespace(new)
         need = self.length + t
         if buf is not None and buf.shape[-2] >= need and buf.dtype == new.dtype:
             return buf
         capacity = max(need, 2 * (buf.shape[-2] if buf is not None else 0), 16)
         shape = (*new.shape[:-2], capacity, new.shape[-1])
-        grown = xp.zeros(shape, dtype=new.dtype, device=ops.device(new))
+        grown = xp.zeros(shape, dtype=new.dtype, device=steps.device(new))
         if buf is not None and self.length:
             grown[..., : self.length, :] = buf[..., : self.length, :]
         return grown

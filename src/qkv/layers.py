@@ -2,7 +2,7 @@
 
 Written once for NumPy arrays and torch tensors (the Mini-GPT trains with torch and is inspected
 with NumPy); the real models run them in NumPy. Attention itself is never written here: it is
-``qkv.attention`` / ``qkv.ops``.
+``qkv.attention`` / ``qkv.steps``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from qkv.ops import namespace
+from qkv.steps import namespace
 
 _erf = np.frompyfunc(math.erf, 1, 1)  # exact erf, element by element (NumPy has none)
 

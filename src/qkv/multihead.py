@@ -6,16 +6,17 @@ Dimension names (TransformerLens / the tutorials):
     W_Q (n_heads, d_model, d_head)   W_K, W_V (n_kv_heads, d_model, d_head)
     W_O (n_heads, d_head, d_model)   b_O (d_model,)
 
-    out = Σ_h softmax(mask(q_h·k_hᵀ/√d_head)/τ)·v_h · W_O^h + b_O
+    out = Σ_h softmax(mask(q_h·k_hᵀ/√d_head/τ))·v_h · W_O^h + b_O
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from qkv import ops
-from qkv.attention import _steps, attention
-from qkv.backends import choose
+from qkv import checks, steps
+from qkv.attention import traced_steps
+from qkv.checks import positive_int
+from qkv.kernels import dispatch
 from qkv.trace import Trace
 
 INIT_STD = 0.02  # N(0, 0.02²), the tutorials' small Gaussian init
@@ -32,15 +33,15 @@ class MultiHeadAttention:
     def __init__(self, d_model: int, n_heads: int, seed, *, d_head: int | None = None,
                  n_kv_heads: int | None = None, qkv_bias: bool = False, out_bias: bool = True):
         for name, n in (("d_model", d_model), ("n_heads", n_heads)):
-            _positive(name, n)
+            positive_int(name, n)
         if d_head is None:
             if d_model % n_heads:
                 raise ValueError(f"d_model must be divisible by n_heads when d_head is not "
                                  f"given, got d_model={d_model}, n_heads={n_heads}")
             d_head = d_model // n_heads
-        _positive("d_head", d_head)
+        positive_int("d_head", d_head)
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-        _positive("n_kv_heads", n_kv_heads)
+        positive_int("n_kv_heads", n_kv_heads)
         if n_heads % n_kv_heads:
             raise ValueError(f"n_heads must be divisible by n_kv_heads, got n_heads={n_heads}, "
                              f"n_kv_heads={n_kv_heads}")
@@ -108,9 +109,9 @@ class MultiHeadAttention:
     def fused_qkv(self):
         """W_QKV (d_model, (n_heads + 2·n_kv_heads)·d_head): Q, K, V columns side by side,
         head by head, so one matmul x·W_QKV gives every head's q, k and v."""
-        xp = ops.namespace(self.W_Q)
+        xp = steps.namespace(self.W_Q)
         # (heads, d_model, d_head) -> (d_model, heads·d_head), for each of W_Q, W_K, W_V
-        cols = [ops.merge_heads(W) for W in (self.W_Q, self.W_K, self.W_V)]
+        cols = [steps.merge_heads(W) for W in (self.W_Q, self.W_K, self.W_V)]
         return xp.concat(cols, axis=-1)
 
     # ---- forward -----------------------------------------------------------------------------
@@ -127,32 +128,29 @@ class MultiHeadAttention:
         or torch's SDPA (tensors) once the problem is past toy size, e.g. decoding one token
         against a long cache.
         """
-        xp = ops.namespace(x, self.W_Q)
-        x = ops.as_floating(x, xp)
-        source = x if context is None else ops.as_floating(context, xp)
+        xp = steps.namespace(x, self.W_Q)
+        x = checks.as_floating(x, xp)
+        source = x if context is None else checks.as_floating(context, xp)
         for name, a in (("x", x), ("context", source)):
             if a.ndim < 2 or a.shape[-1] != self.d_model:
                 raise ValueError(f"{name} must have shape (..., length, d_model={self.d_model}), "
                                  f"got {tuple(a.shape)}")
         if cache is not None and context is not None:
             raise ValueError("cache= holds self-attention keys; with context= compute them once")
-        q = ops.project(x, self.W_Q, self.b_Q)  # (..., n_heads, L, d_head)
-        k = ops.project(source, self.W_K, self.b_K)  # (..., n_kv_heads, S, d_head)
-        v = ops.project(source, self.W_V, self.b_V)  # (..., n_kv_heads, S, d_head)
+        q = steps.project(x, self.W_Q, self.b_Q)  # (..., n_heads, L, d_head)
+        k = steps.project(source, self.W_K, self.b_K)  # (..., n_kv_heads, S, d_head)
+        v = steps.project(source, self.W_V, self.b_V)  # (..., n_kv_heads, S, d_head)
         if cache is not None:
             k, v = cache.update(k, v)
-        if choose(backend, q, k, v, return_trace=return_trace) != "reference":
-            z = attention(q, k, v, mask=mask, causal=causal, scale=scale,
-                          temperature=temperature, backend=backend)  # (..., n_heads, L, d_head)
-            return ops.project_out(z, self.W_O, self.b_O)[1]
-        steps, settings = _steps(q, k, v, mask=mask, causal=causal, scale=scale,
-                                 temperature=temperature)
-        steps["head_out"], steps["out"] = ops.project_out(steps["z"], self.W_O, self.b_O)
+        p = checks.problem(q, k, v, mask=mask, causal=causal, scale=scale,
+                           temperature=temperature)
+        name = dispatch.choose(backend, p, return_trace=return_trace)
+        if name != "reference":
+            z = dispatch.run(name, p)  # (..., n_heads, L, d_head)
+            return steps.project_out(z, self.W_O, self.b_O)[1]
+        kept, settings = traced_steps(p)
+        kept["head_out"], kept["out"] = steps.project_out(kept["z"], self.W_O, self.b_O)
         if not return_trace:
-            return steps["out"]
-        return steps["out"], Trace({"x": x, **steps}, settings)
+            return kept["out"]
+        return kept["out"], Trace({"x": x, **kept}, settings)
 
-
-def _positive(name: str, n) -> None:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {n!r}")

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from qkv.steps import kv_head
+
 # The project's one vocabulary for the steps, in data-flow order (DESIGN.md).
 # "rope" (rotary models only) holds q and k before rotation; "q" and "k" then hold them after.
 STEPS = ("x", "q", "k", "v", "rope", "scores", "scaled", "tempered", "masked",
@@ -89,8 +91,8 @@ class Trace:
             raise IndexError(f"query index must be in [0, {L}), got {i}")
         n_heads = self.settings.get("n_heads")
         n_kv = self.settings.get("n_kv_heads") or n_heads
-        if n_heads and n_kv and n_heads != n_kv:
-            v = np.repeat(v, n_heads // n_kv, axis=-3)  # each K/V head serves its query group
+        if n_heads and n_kv and n_heads != n_kv:  # each K/V head serves its query group
+            v = v[..., [kv_head(h, n_heads, n_kv) for h in range(n_heads)], :, :]
         terms = w[..., i, :, None] * v  # (..., [H,] S, 1) * (..., [H,] S, d_v) -> (..., [H,] S, d_v)
         if head is None:
             return terms
@@ -135,7 +137,7 @@ class Trace:
     # ---- notebook display ------------------------------------------------------------------
 
     def _repr_html_(self) -> str:
-        from qkv.trace_html import render
+        from qkv.explain.html import render
 
         return render(self.numpy())
 

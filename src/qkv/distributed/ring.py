@@ -22,8 +22,8 @@ from typing import NamedTuple
 import torch
 import torch.distributed as dist
 
-from qkv import ops
-from qkv.attention import _scale_factor, _temperature
+from qkv import steps
+from qkv.checks import scale_factor, temperature_value
 
 
 def ring_attention(q, k, v, *, causal: bool = False, scale=None, temperature: float = 1.0,
@@ -44,8 +44,8 @@ def ring_attention(q, k, v, *, causal: bool = False, scale=None, temperature: fl
     if q.shape[-1] != k.shape[-1] or q.shape[:-2] != k.shape[:-2] or k.shape[:-2] != v.shape[:-2]:
         raise ValueError(f"q and k must share d_k and every axis but the sequence, and so must "
                          f"v; got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
-    factor = _scale_factor(scale, q.shape[-1])
-    tau = _temperature(temperature)
+    factor = scale_factor(scale, q.shape[-1])
+    tau = temperature_value(temperature)
     lengths = _lengths(q.shape[-2], group)
     stats = {} if stats is None else stats
     if chunk_bytes < 1:
@@ -65,7 +65,7 @@ class _Plan(NamedTuple):
 
 def _masked_scores(q, kb, plan, mask):
     """The reference path's steps for one block: scores ·scale ÷τ, then the mask."""
-    return ops.apply_mask(ops.temper(ops.scale(ops.scores(q, kb), plan.scale), plan.tau), mask)
+    return steps.apply_mask(steps.temper(steps.scale(steps.scores(q, kb), plan.scale), plan.tau), mask)
 
 
 class _Ring(torch.autograd.Function):
@@ -83,9 +83,9 @@ class _Ring(torch.autograd.Function):
                 for rows in _row_chunks(q, block[0], plan.chunk_bytes):
                     m = None if mask is None else mask[rows]
                     masked = _masked_scores(q[..., rows, :], block[0], plan, m)
-                    z_b = ops.weighted_sum(ops.softmax(masked, m), block[1], m)
-                    z[..., rows, :], lse[..., rows] = ops.merge_partials(
-                        z[..., rows, :], lse[..., rows], z_b, ops.logsumexp(masked, m))
+                    z_b = steps.weighted_sum(steps.softmax(masked, m), block[1], m)
+                    z[..., rows, :], lse[..., rows] = steps.merge_partials(
+                        z[..., rows, :], lse[..., rows], z_b, steps.logsumexp(masked, m))
             if pending is not None:
                 block = pending.wait()
         ctx.save_for_backward(q, k, v, z, lse)

@@ -62,7 +62,7 @@ def trace_text(checkpoint: str, text: str, layer: int = 0, *, scale=None,
 
 
 def agreement_png(checkpoint: str, path: str) -> None:
-    from qkv.plot import weights_png
+    from qkv.explain.heatmap import weights_png
 
     _, _, meta = minigpt.load(checkpoint)
     head = meta["agreement_head"]

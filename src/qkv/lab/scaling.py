@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from qkv import ops
+from qkv import steps
 from qkv.lab.result import Result, loglog_panels
 
 CLAIM = ("q·k of random unit-variance vectors spreads like √d_k; without ÷√d_k the softmax "
@@ -16,7 +16,7 @@ DIMS = (4, 16, 64, 256, 1024, 4096)
 
 def score_gradients(scores, upstream):
     """∂L/∂s for a loss with ∂L/∂w = upstream, through w = softmax(s): w ⊙ (g − w·g)."""
-    w = ops.softmax(scores)
+    w = steps.softmax(scores)
     return w * (upstream - np.sum(w * upstream, axis=-1, keepdims=True))
 
 
@@ -32,9 +32,9 @@ def run(*, seed: int = 0, pairs: int = 4000, T: int = 1024, queries: int = 16) -
         g = rng.standard_normal((queries, T))  # an upstream gradient ∂L/∂w
         row = [d, math.sqrt(d), float(dots.std()), float((dots / math.sqrt(d)).std())]
         for s in (raw, raw / math.sqrt(d)):
-            w = ops.softmax(s)
+            w = steps.softmax(s)
             typical = np.median(np.abs(score_gradients(s, g)), axis=-1)  # per query
-            row += [float(w.max(-1).mean()), float(ops.entropy(w).mean()),
+            row += [float(w.max(-1).mean()), float(steps.entropy(w).mean()),
                     float(typical.mean())]
         rows.append(row)
     columns = ["d_k", "√d_k", "std q·k", "std q·k/√d_k",

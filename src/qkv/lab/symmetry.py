@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from qkv import attention, presets
+from qkv import attention
+from qkv.explain import scenes
 from qkv.lab.result import Result
 
 CLAIM = ("with W_Q = W_K the scores are symmetric and the bilinear form W_Q·W_Kᵀ is positive "
@@ -34,7 +35,7 @@ def run(*, seed: int = 0, T: int = 7, d_model: int = 9, d_k: int = 5) -> Result:
                "min self-score x·M·x"]
 
     # W_K = W_V on the agreement scene: the blank can only get back key-space features.
-    scene = presets.load("agreement")
+    scene = scenes.load("agreement")
     i = scene.select
     he = scene.tokens.index("he")
     x = scene.x

@@ -6,16 +6,17 @@ import math
 
 import numpy as np
 
-from qkv import ops, presets
+from qkv.explain import scenes
+from qkv.steps import entropy
 from qkv.lab.result import Result
 
 CLAIM = ("lower τ sharpens the weights toward the top-scoring key, higher τ spreads them "
          "toward uniform")
 
 
-def run(*, preset: str = presets.DEFAULT, seed: int = 0, steps: int = 13) -> Result:
+def run(*, preset: str = scenes.DEFAULT, seed: int = 0, steps: int = 13) -> Result:
     del seed  # deterministic: the preset fixes every number
-    scene = presets.load(preset)
+    scene = scenes.load(preset)
     i = scene.select
     taus = np.geomspace(0.05, 10, steps)
     rows, maxima, effective = [], [], []
@@ -23,7 +24,7 @@ def run(*, preset: str = presets.DEFAULT, seed: int = 0, steps: int = 13) -> Res
     for tau in taus:
         tr = scene.trace(temperature=float(tau))
         w = tr.weights[i] if scene.n_heads is None else tr.weights[0, i]
-        ent = float(ops.entropy(w))
+        ent = float(entropy(w))
         maxima.append(float(w.max()))
         effective.append(math.exp(ent))
         rows.append([float(tau), scene.tokens[int(np.argmax(w))], float(w.max()), ent,

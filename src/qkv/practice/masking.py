@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from qkv import attention, masks
-from qkv.explain import vec
+from qkv.explain.walkthrough import vec
 
 
 def _row_picture(row) -> str:

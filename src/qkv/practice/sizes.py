@@ -1,12 +1,12 @@
 """Size exercises: d_head, √d_head, scores per head, parameters, KV-cache bytes.
 
-Every answer comes from ``qkv.dims.AttentionDims``; every worked solution from its report.
+Every answer comes from ``qkv.explain.dims.AttentionDims``; every worked solution from its report.
 """
 
 from __future__ import annotations
 
-from qkv import dims
-from qkv.dims import AttentionDims, count
+from qkv.explain import dims
+from qkv.explain.dims import AttentionDims, count
 
 # (name, d_model, n_heads) the tutorials use, plus sizes drawn at random below
 NAMED = [(m.name, m.d_model, m.n_heads) for m in dims.MODELS.values()

@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-MAX_TOKENS = 64  # L: rows of X
+MAX_SCENE_TOKENS = 64  # L: rows of X
 MAX_DIMS = 64  # d_model, d_head, d_v
 MAX_HEADS = 8
 MAX_ABS = 1000.0  # |every X and W entry|: keeps every score finite in float64
@@ -26,7 +26,7 @@ MAX_TOKEN_CHARS = 32
 Number = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-MAX_ABS, le=MAX_ABS)]
 Row = Annotated[list[Number], Field(min_length=1, max_length=MAX_DIMS)]
 Matrix = Annotated[list[Row], Field(min_length=1, max_length=MAX_DIMS)]
-Matrix_X = Annotated[list[Row], Field(min_length=1, max_length=MAX_TOKENS)]
+Matrix_X = Annotated[list[Row], Field(min_length=1, max_length=MAX_SCENE_TOKENS)]
 Heads = Annotated[list[Matrix], Field(min_length=1, max_length=MAX_HEADS)]
 Token = Annotated[str, Field(min_length=1, max_length=MAX_TOKEN_CHARS)]
 Alignment = Literal["bottom-right", "top-left"]
@@ -39,7 +39,7 @@ class TraceRequest(BaseModel):
         {"preset": "cat-sat", "select": 2, "temperature": 0.5, "causal": True}]})
 
     preset: str = Field("cat-sat", description="built-in scene to start from (GET /api/presets)")
-    tokens: Annotated[list[Token], Field(min_length=1, max_length=MAX_TOKENS)] | None = Field(
+    tokens: Annotated[list[Token], Field(min_length=1, max_length=MAX_SCENE_TOKENS)] | None = Field(
         None, description="token labels, one per row of x; default: the preset's")
     x: Matrix_X | None = Field(None, description="input vectors X (L, d_model)")
     W_Q: Heads | None = Field(None, description="(n_heads, d_model, d_head)")
@@ -47,7 +47,7 @@ class TraceRequest(BaseModel):
     W_V: Heads | None = Field(None, description="(n_heads, d_model, d_v)")
     W_O: Heads | None = Field(None, description="(n_heads, d_v, d_model); multi-head scenes only")
     b_O: Row | None = Field(None, description="(d_model,); multi-head scenes only")
-    select: int | None = Field(None, strict=True, ge=0, lt=MAX_TOKENS,
+    select: int | None = Field(None, strict=True, ge=0, lt=MAX_SCENE_TOKENS,
                                description="query token index; default: the preset's")
     temperature: float = Field(1.0, strict=True, allow_inf_nan=False, ge=TAU_MIN, le=TAU_MAX,
                                description="τ divides the scaled scores")

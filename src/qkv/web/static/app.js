@@ -32,6 +32,7 @@ async function getJSON(url, options) {
 }
 
 function showError(message) {
+  if (document.body.dataset.mode === "model") return;  // the model mode owns the box then
   const box = $("error");
   box.textContent = message || "";
   box.hidden = !message;

@@ -6,8 +6,8 @@ import json
 
 import click
 
-from qkv import presets as scenes
-from qkv.commands.common import echo_sections, format_option
+from qkv.explain import scenes
+from qkv.cli.common import echo_sections, format_option
 
 
 @click.command()
@@ -30,7 +30,7 @@ def presets(fmt):
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
-    from qkv.report import Section, Table, section
+    from qkv.explain.format import Section, Table, section
 
     table = Table(("name", "heads", "tokens", "query"),
                   tuple((r["name"] + (" (default)" if r["default"] else ""), str(r["n_heads"]),

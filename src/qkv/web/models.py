@@ -13,24 +13,23 @@ comes from ``qkv.explain.walkthrough``.
 from __future__ import annotations
 
 import base64
-import math
 import threading
 from collections import OrderedDict
 from typing import Literal
 
 import numpy as np
-from fastapi import FastAPI
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from qkv import models
-from qkv.explain import walkthrough
-from qkv.ops import entropy
+from qkv.steps import kv_head
 from qkv.trace import Trace
-from qkv.web.compute import FieldError
+from qkv.web import views
+from qkv.web.errors import FieldError
 from qkv.web.schemas import Section, Selected
 
-MAX_TOKENS = 32  # the page's limit: a 32 × 32 heatmap per head stays readable
+MODEL_PAGE_TOKENS = 32  # the page's limit: a 32 × 32 heatmap per head stays readable
 MAX_CHARS = 400  # checked before tokenizing
 KEEP_RUNS = 4  # sentences whose traces (every layer) stay in memory, ≈ 40 MB each at 32 tokens
 
@@ -45,7 +44,7 @@ class ModelTraceRequest(BaseModel):
 
     model: ModelName = Field(description="GET /api/models lists them")
     text: str = Field(min_length=1, max_length=MAX_CHARS,
-                      description=f"the sentence; at most {MAX_TOKENS} tokens")
+                      description=f"the sentence; at most {MODEL_PAGE_TOKENS} tokens")
     layer: int = Field(0, strict=True, ge=0, description="layer to inspect, from 0")
     head: int = Field(0, strict=True, ge=0, description="query head to inspect, from 0")
     select: int | None = Field(None, strict=True, ge=0,
@@ -62,7 +61,7 @@ class ModelInfo(BaseModel):
     n_kv_heads: int | None = None
     d_model: int | None = None
     d_head: int | None = None
-    max_tokens: int = MAX_TOKENS
+    max_tokens: int = MODEL_PAGE_TOKENS
 
 
 class Grid(BaseModel):
@@ -137,15 +136,14 @@ def _in_range(field: str, value: int, n: int, what: str) -> None:
 def one_head(trace: Trace, head: int) -> Trace:
     """One head of a layer trace as a trace without a head axis (K/V head chosen by group)."""
     s = trace.settings
-    H, G = s["n_heads"], s.get("n_kv_heads") or s["n_heads"]
-    kv = head // (H // G)
-    steps = {name: trace[name][kv] if name in ("k", "v") else trace[name][head]
+    kv = kv_head(head, s["n_heads"], s.get("n_kv_heads"))
+    kept = {name: trace[name][kv] if name in ("k", "v") else trace[name][head]
              for name in ("q", "k", "v", "scores", "scaled", "tempered", "masked", "weights", "z")}
     mask = s.get("mask")
     if mask is not None:
         mask = np.ascontiguousarray(np.broadcast_to(mask, trace["weights"].shape)[head])
     settings = {k: v for k, v in s.items() if k not in ("mask", "n_heads", "n_kv_heads")}
-    return Trace(steps, {**settings, "mask": mask, "n_heads": None, "n_kv_heads": None},
+    return Trace(kept, {**settings, "mask": mask, "n_heads": None, "n_kv_heads": None},
                  tokens=list(trace.tokens))
 
 
@@ -162,7 +160,7 @@ def run(pool: ModelPool, req: ModelTraceRequest) -> dict:
                                  f"{req.text!r}")
     m = pool.get(req.model)
     try:
-        m.encode(req.text, limit=MAX_TOKENS)
+        m.encode(req.text, limit=MODEL_PAGE_TOKENS)
     except ValueError as e:
         raise FieldError("text", str(e).replace("a trace keeps every step of every layer, so "
                                                 "it reads", "the page reads")) from None
@@ -174,35 +172,32 @@ def run(pool: ModelPool, req: ModelTraceRequest) -> dict:
     _in_range("select", i, L, f"(the text is {L} tokens)")
     layer = result.layer(req.layer)
     head = one_head(layer, req.head)
-    w = head["weights"][i]  # (S,)
-    ent = float(entropy(w))
-    visible = L if head.settings["mask"] is None else int(head.settings["mask"][i].sum())
     return {
         "model": pool.info(req.model).model_dump(),
         "tokens": list(result.tokens),
         "settings": {"model": req.model, "layer": req.layer, "head": req.head, "select": i},
         "grid": grid(result.weights).model_dump() if req.grid else None,
         "trace": head.to_dict(),
-        "selected": {"index": i, "head": req.head, "weights_sum": float(w.sum()),
-                     "entropy": ent, "effective_tokens": math.exp(ent), "visible_keys": visible,
-                     "contributions": head.contributions(i).tolist()},
-        "walkthrough": [{"title": s.title, "lines": list(s.lines)}
-                        for s in walkthrough(layer, i, head=req.head)],
+        "selected": {**views.selected(head, i), "head": req.head},
+        "walkthrough": views.walkthrough_sections(layer, i, req.head),
     }
 
 
-def add_routes(app: FastAPI, pool: ModelPool) -> None:
-    """Register the model endpoints on the simulator's app."""
+def router(pool: ModelPool) -> APIRouter:
+    """The model endpoints, answered from ``pool``."""
+    routes = APIRouter()
 
-    @app.get("/api/models", response_model=list[ModelInfo])
+    @routes.get("/api/models", response_model=list[ModelInfo])
     def list_models():
         """The real models; installed is None until a model has been asked for."""
         return [pool.info(name) for name in models.names()]
 
-    @app.post("/api/model/trace", response_model=ModelTraceResponse,
+    @routes.post("/api/model/trace", response_model=ModelTraceResponse,
               responses={422: {"description": "a field is missing, malformed or out of range, "
                                               "or the model is not installed"}})
     def model_trace(req: ModelTraceRequest):
         """Run the text through the model (cached per sentence); one head in detail."""
         # sync: the forward pass runs in the server's thread pool, not on the event loop
         return JSONResponse(run(pool, req))
+
+    return routes

@@ -7,7 +7,8 @@ import math
 
 import click
 
-from qkv.commands.common import CliError, echo_sections, format_option, positive_float
+from qkv.cli.common import echo_sections, format_option, positive_float
+from qkv.cli.errors import CliError
 
 
 @click.command(short_help="The softmax refresher: e^(x/τ), their sum, the probabilities.",
@@ -27,9 +28,9 @@ def softmax(scores, temperature, fmt):
     """
     import numpy as np
 
-    from qkv import ops
-    from qkv.explain import fmt as num
-    from qkv.report import Section, Table, section
+    from qkv import steps
+    from qkv.explain.walkthrough import fmt as num
+    from qkv.explain.format import Section, Table, section
 
     tau = positive_float("--temperature", temperature)
     bad = [x for x in scores if not math.isfinite(x)]
@@ -37,24 +38,24 @@ def softmax(scores, temperature, fmt):
         raise CliError(f"scores must be finite numbers, got {bad[0]}")
     x = np.asarray(scores, dtype=np.float64)
     with np.errstate(over="ignore"):
-        t = ops.temper(x, tau)  # (n,)
+        t = steps.temper(x, tau)  # (n,)
     if not np.isfinite(t).all():
         raise CliError(f"--temperature {tau:g} is too small for these scores: x/τ overflows "
                        f"float64 (largest |x/τ| must stay below 1.8e308)")
-    p = ops.softmax(t)  # (n,), computed with the row max subtracted
+    p = steps.softmax(t)  # (n,), computed with the row max subtracted
     shift = float(t.max()) if abs(t.max()) > 700 else 0.0  # e^710 overflows, e^-746 is 0
     e = np.exp(t - shift)
     if fmt == "json":
         click.echo(json.dumps({"scores": x.tolist(), "temperature": tau,
                                "exp": e.tolist(), "exp_shift": shift, "sum": float(e.sum()),
                                "probabilities": p.tolist(),
-                               "entropy": float(ops.entropy(p))}, indent=2))
+                               "entropy": float(steps.entropy(p))}, indent=2))
         return
     power = ("x/τ" if shift == 0 else f"x/τ − {num(shift)}" if shift > 0
              else f"x/τ + {num(-shift)}")
     rows = tuple((f"x[{i}]", num(x[i]), num(t[i], 3), f"{e[i]:.4g}", num(p[i], 2), num(p[i], 4))
                  for i in range(x.size))
-    ent = float(ops.entropy(p))
+    ent = float(steps.entropy(p))
     lines = [f"Σ e^({power}) = " + " + ".join(f"{v:.4g}" for v in e) + f" = {e.sum():.4g}",
              "p_i = e^(" + power + ") ÷ Σ; the probabilities sum to " + num(p.sum(), 3),
              f"softmax({', '.join(f'{v:g}' for v in x)}) ≈ [{', '.join(num(v) for v in p)}]",

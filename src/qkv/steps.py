@@ -21,15 +21,6 @@ def namespace(*arrays):
     return array_namespace(*[a for a in arrays if a is not None])
 
 
-def as_floating(x, xp=None):
-    """x as a real floating array: integers and booleans become float64; complex is refused."""
-    xp = xp or namespace(x)
-    if xp.isdtype(x.dtype, "real floating"):
-        return x
-    if xp.isdtype(x.dtype, ("integral", "bool")):
-        return xp.astype(x, xp.float64)
-    raise TypeError(f"expected a real-valued array, got dtype {x.dtype}")
-
 
 def project(x, W, b=None):
     """Project inputs into one space per head: x·W (+ b).
@@ -80,6 +71,24 @@ def kv_groups(q, k) -> int:
     if q.ndim < 3 or k.ndim < 3 or q.shape[-3] == k.shape[-3]:
         return 1
     return q.shape[-3] // k.shape[-3]
+
+
+def kv_head(head: int, n_heads: int, n_kv_heads: int | None) -> int:
+    """The K/V head that query head ``head`` reads (grouped-query attention): query heads come
+    in n_kv_heads consecutive groups of n_heads / n_kv_heads, one group per K/V head."""
+    if not n_kv_heads or n_kv_heads == n_heads:
+        return head
+    return head // (n_heads // n_kv_heads)
+
+
+def head_groups(h_q, h_k, h_v):
+    """(G, r): K/V heads and query heads per K/V head; a head count of 1 broadcasts."""
+    G = h_k if h_k == h_v else max(h_k, h_v)
+    r = h_q // G if h_q > G else 1
+    if h_q > 1 and h_q != G * r or min(h_k, h_v) not in (1, G):
+        raise ValueError(f"heads do not line up: q has {h_q}, k {h_k}, v {h_v}; k and v need "
+                         "the same count, dividing q's")
+    return G, r
 
 
 def scores(q, k):

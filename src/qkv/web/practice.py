@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from qkv import practice
 from qkv.practice.bank import MAX_SEED
-from qkv.web.compute import FieldError
+from qkv.web.errors import FieldError
 
 router = APIRouter()
 

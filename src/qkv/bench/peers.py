@@ -191,7 +191,7 @@ def measure_memory(jobs: list[tuple[Config, list[str]]], timeout: float = 900.0)
     resident size just before the run.
     """
     payload = json.dumps([[asdict(cfg), peers] for cfg, peers in jobs])
-    code = f"from qkv.bench_peers import _child; _child({payload!r})"
+    code = f"from qkv.bench.peers import _child; _child({payload!r})"
     try:
         # a fixed mmap threshold: every large block is mapped on allocation and unmapped on
         # free, so a peer cannot reuse pages an earlier peer left in the heap unseen

@@ -14,7 +14,7 @@ import textwrap
 
 import click
 
-from qkv.commands.common import CliError
+from qkv.cli.errors import CliError
 
 TOPIC_NAMES = ("all", "sizes", "scores", "softmax", "masks", "concepts")
 QUIT = ("q", "quit", "exit")
@@ -192,5 +192,5 @@ def _score(right: int, done: int, total: int) -> None:
     click.echo(click.style(f"score: {right}/{done}{pct}{left}", bold=True))
 
 
-if __name__ == "__main__":  # python -m qkv.commands.quiz, before `qkv quiz` is registered
+if __name__ == "__main__":  # python -m qkv.cli.quiz, before `qkv quiz` is registered
     quiz()

@@ -12,19 +12,11 @@ import importlib
 
 import click
 
-COMMANDS = {
-    "explain": "qkv.commands.explain:explain",
-    "dims": "qkv.commands.dims:dims",
-    "presets": "qkv.commands.presets:presets",
-    "softmax": "qkv.commands.softmax:softmax",
-    "serve": "qkv.web.command:serve",
-    "heads": "qkv.models.commands:heads",
-    "generate": "qkv.models.commands:generate",
-    "lab": "qkv.lab.commands:lab",
-    "quiz": "qkv.commands.quiz:quiz",
-    "ring": "qkv.distributed.command:ring",
-    "bench": "qkv.bench:bench",
-}
+from qkv.cli.errors import CliError
+
+COMMANDS = {name: f"qkv.cli.{name}:{name}" for name in (
+    "explain", "dims", "presets", "softmax", "serve", "heads", "generate", "lab", "quiz",
+    "ring", "bench")}
 
 
 class LazyGroup(click.Group):
@@ -51,15 +43,26 @@ class LazyGroup(click.Group):
         return command
 
 
-def _unavailable(name: str, error: ImportError) -> click.Command:
-    missing = error.name or str(error)
+# the extra that installs each optional package a command may need
+EXTRAS = {"torch": "torch", "fastapi": "web", "uvicorn": "web", "matplotlib": "plot",
+          "gguf": "models", "safetensors": "models", "tokenizers": "models"}
 
-    @click.command(name, help=f"(unavailable: needs {missing})",
+
+def missing_extra(error: ImportError) -> str:
+    """'needs the Python package X: pip install 'qkv[extra]'' for a missing optional package."""
+    missing = error.name or str(error)
+    extra = EXTRAS.get(missing.split(".")[0])
+    missing = missing.split(".")[0] if extra else missing
+    hint = f"pip install 'qkv[{extra}]'" if extra else f"pip install {missing}"
+    return f"needs the Python package {missing!r}, which is not installed: {hint}"
+
+
+def _unavailable(name: str, error: ImportError) -> click.Command:
+    @click.command(name, help=f"(unavailable: {missing_extra(error)})",
                    context_settings={"ignore_unknown_options": True})
     @click.argument("args", nargs=-1, type=click.UNPROCESSED)
     def command(args):
-        raise click.ClickException(f"'qkv {name}' needs the Python package {missing!r}, which "
-                                   f"is not installed: {error}")
+        raise CliError(f"'qkv {name}' {missing_extra(error)}")
 
     return command
 

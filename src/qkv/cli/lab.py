@@ -7,7 +7,8 @@ import math
 
 import click
 
-from qkv.commands.common import CliError, echo_sections, format_option
+from qkv.cli.common import echo_sections, format_option
+from qkv.cli.errors import CliError
 
 EXPERIMENTS = {
     "scaling": "qkv.lab.scaling",
@@ -28,7 +29,7 @@ def cell(x) -> str:
 
 
 def result_sections(result):
-    from qkv.report import Table, section
+    from qkv.explain.format import Table, section
 
     table = Table(tuple(result.columns), tuple(tuple(cell(x) for x in row) for row in result.rows))
     return [section(f"lab {result.name}", table, "", result.verdict)]

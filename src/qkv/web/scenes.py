@@ -1,45 +1,66 @@
-"""A validated request → a Scene → the engine's trace and walkthrough, as the API returns them.
+"""The scenes' API: the built-in presets and a trace of any scene the page edits.
 
-No attention math lives here: the scene runs through ``Scene.trace`` (``qkv.attention`` or
-``MultiHeadAttention.from_weights``), the prose comes from ``qkv.explain.walkthrough``.
+    GET  /api/presets           the built-in scenes
+    GET  /api/presets/{name}    one scene with its numbers (x, W_Q, W_K, W_V[, W_O, b_O])
+    POST /api/trace             a trace, the selected row's numbers and the walkthrough
+
+A validated request becomes a ``Scene``; no attention math lives here: the scene runs through
+``Scene.trace`` (``qkv.attention`` or ``MultiHeadAttention.from_weights``) and the page's
+payload comes from ``views``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 
 import numpy as np
+from fastapi import APIRouter
+from fastapi.responses import JSONResponse
 
-from qkv import presets
-from qkv.explain import walkthrough
-from qkv.ops import entropy
-from qkv.presets import Scene
-from qkv.web.schemas import SceneData, SceneInfo, TraceRequest
+from qkv.explain import scenes
+from qkv.web import views
+from qkv.web.errors import FieldError
+from qkv.web.schemas import SceneData, SceneInfo, TraceRequest, TraceResponse
 
-
-class FieldError(ValueError):
-    """A request that is well-formed JSON but does not fit together; names the field."""
-
-    def __init__(self, field: str, message: str, status: int = 422):
-        super().__init__(message)
-        self.field, self.message, self.status = field, message, status
+router = APIRouter()
 
 
-def load_preset(name: str, field: str = "preset") -> Scene:
+@router.get("/api/presets", response_model=list[SceneInfo])
+def list_presets():
+    """The built-in scenes, the default first."""
+    return [scene_info(scenes.load(n)) for n in scenes.names()]
+
+
+@router.get("/api/presets/{name}", response_model=SceneData,
+            responses={404: {"description": "unknown preset"}})
+def get_preset(name: str):
+    """One scene with its numbers, weights with a head axis (single-head: 1 head)."""
+    return scene_data(load_preset(name, field="name"))
+
+
+@router.post("/api/trace", response_model=TraceResponse,
+             responses={422: {"description": "a field is missing, malformed or inconsistent"}})
+def trace(req: TraceRequest):
+    """Run the scene through the engine: trace, the selected row's numbers, walkthrough."""
+    # Answered as built: the shape is TraceResponse's by construction (tests check it against
+    # the schema), and re-validating every array would double the request's time.
+    return JSONResponse(run(req))
+
+
+def load_preset(name: str, field: str = "preset") -> scenes.Scene:
     try:
-        return presets.load(name)
+        return scenes.load(name)
     except ValueError as e:
         raise FieldError(field, str(e), status=404 if field == "name" else 422) from None
 
 
-def scene_info(scene: Scene) -> SceneInfo:
+def scene_info(scene: scenes.Scene) -> SceneInfo:
     return SceneInfo(name=scene.name, title=scene.title, lesson=scene.lesson,
                      tokens=list(scene.tokens), select=scene.select, scaled=scene.scaled,
                      n_heads=scene.n_heads, d_model=scene.x.shape[1])
 
 
-def scene_data(scene: Scene) -> SceneData:
+def scene_data(scene: scenes.Scene) -> SceneData:
     def heads(W):  # single-head scenes: (d_model, d) -> (1, d_model, d)
         return (W if W.ndim == 3 else W[None]).tolist()
 
@@ -65,7 +86,7 @@ def _expect(field: str, a: np.ndarray, shape: tuple, meaning: str) -> None:
                                 f"{a.shape}")
 
 
-def build_scene(req: TraceRequest) -> Scene:
+def build_scene(req: TraceRequest) -> scenes.Scene:
     """The preset with the request's replacements, every shape checked against the others."""
     base = load_preset(req.preset)
     multi = base.W_O is not None
@@ -130,21 +151,12 @@ def run(req: TraceRequest) -> dict:
     causal = req.align if req.causal else False
     trace = scene.trace(temperature=req.temperature, scaled=scaled, causal=causal)
 
-    pick = (lambda a: a) if head is None else (lambda a: a[head])
-    w = pick(trace["weights"])[i]  # (S,)
-    ent = float(entropy(w))
-    mask = trace.settings["mask"]
-    visible = w.shape[0] if mask is None else int(np.broadcast_to(
-        mask, pick(trace["weights"]).shape)[i].sum())
     return {
         "scene": scene_info(scene).model_dump(),
         "settings": {"preset": scene.name, "select": i, "head": head,
                      "temperature": req.temperature, "scaled": scaled, "causal": req.causal,
                      "align": req.align},
         "trace": trace.to_dict(),
-        "selected": {"index": i, "head": head, "weights_sum": float(w.sum()), "entropy": ent,
-                     "effective_tokens": math.exp(ent), "visible_keys": visible,
-                     "contributions": trace.contributions(i, head=head).tolist()},
-        "walkthrough": [{"title": s.title, "lines": list(s.lines)}
-                        for s in walkthrough(trace, i, head=head)],
+        "selected": views.selected(trace, i, head),
+        "walkthrough": views.walkthrough_sections(trace, i, head),
     }

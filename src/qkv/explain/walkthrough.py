@@ -1,7 +1,7 @@
 """A trace told step by step, with the real numbers, for one selected query token.
 
 ``walkthrough(trace, i, head=)`` returns ``Section`` objects (title, lines, and tables as blocks);
-``render_plain`` / ``render_markdown`` / ``render_rich`` (from ``qkv.report``) print them. The
+``render_plain`` / ``render_markdown`` / ``render_rich`` (from ``qkv.explain.format``) print them. The
 terminal, the web page and the docs all use these sections, so the prose lives here once.
 
 The steps follow the project's vocabulary:
@@ -14,8 +14,8 @@ import math
 
 import numpy as np
 
-from qkv.ops import entropy
-from qkv.report import Section, Table, render_markdown, render_plain, render_rich, section
+from qkv.steps import entropy, kv_head
+from qkv.explain.format import Section, Table, render_markdown, render_plain, render_rich, section
 
 __all__ = ["walkthrough", "Section", "Table", "render_plain", "render_markdown", "render_rich",
            "fmt", "vec", "dot_terms", "labels", "visible"]
@@ -102,10 +102,9 @@ def walkthrough(trace, i: int, *, head: int | None = None, weights: dict | None 
         head = 0
     if heads and not 0 <= head < heads:
         raise ValueError(f"head must be in [0, {heads}), got {head}")
-    n_kv = s.get("n_kv_heads") or heads
-    kv_head = head // (heads // n_kv) if heads else None
+    kv = kv_head(head, heads, s.get("n_kv_heads")) if heads else None
     pick = (lambda a: a[..., head, :, :]) if heads else (lambda a: a)
-    pick_kv = (lambda a: a[..., kv_head, :, :]) if heads else (lambda a: a)
+    pick_kv = (lambda a: a[..., kv, :, :]) if heads else (lambda a: a)
 
     W = pick(trace["weights"])  # (L, S)
     if W.ndim != 2:
@@ -216,8 +215,7 @@ def _head_matrix(weights, name: str, head) -> np.ndarray:
     W = np.asarray(weights[name])
     if W.ndim == 2:
         return W
-    n_heads, n_group = np.asarray(weights["W_Q"]).shape[0], W.shape[0]
-    return W[head // (n_heads // n_group)]
+    return W[kv_head(head, np.asarray(weights["W_Q"]).shape[0], W.shape[0])]
 
 
 def _scores(trace, i, rows, cols, pick, pick_kv, mask_row):

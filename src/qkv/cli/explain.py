@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import click
-import numpy as np
 
-from qkv import presets as scenes
-from qkv.commands.common import CliError, echo_sections, format_option, positive_float
+from qkv.explain import scenes
+from qkv.cli.common import echo_sections, format_option, model_or_error, positive_float
+from qkv.cli.errors import CliError
 
 
 def _token(text: str | None):
@@ -103,8 +103,8 @@ def explain(preset, select, temperature, no_scale, causal, head, fmt, png, model
     if fmt == "json":
         click.echo(trace.to_json())
         return
-    from qkv.explain import walkthrough
-    from qkv.report import Section
+    from qkv.explain.walkthrough import walkthrough
+    from qkv.explain.format import Section
 
     weights = {"W_Q": scene.W_Q, "W_K": scene.W_K, "W_V": scene.W_V}
     settings = [f"query: {scene.tokens[i]} (position {i})",
@@ -116,7 +116,7 @@ def explain(preset, select, temperature, no_scale, causal, head, fmt, png, model
 
 def _write_png(trace, path, i, head, name):
     try:
-        from qkv.plot import weights_png
+        from qkv.explain.heatmap import weights_png
     except ImportError as e:  # pragma: no cover - the plot module itself imports lazily
         raise CliError(f"--png needs matplotlib: pip install 'qkv[plot]' ({e})") from None
     try:
@@ -160,11 +160,11 @@ def _explain_model(name, text, layer, select, head, fmt, png):
                        "on the mat'")
     if name not in models.NAMES:
         raise CliError(f"unknown model {name!r}; choose one of {models.names()}")
-    model = _load(name)
+    model = model_or_error(name)
     if not 0 <= layer < model.n_layers:
         raise CliError(f"--layer must be in [0, {model.n_layers}) for {name}, got {layer}")
     try:
-        model.encode(text, limit=MODEL_MAX_TOKENS)
+        model.encode(text, limit=models.MAX_TRACE_TOKENS)
         trace = models.layer_trace(name, text, layer=layer, model=model)
     except ValueError as e:
         raise CliError(f"--text: {e}") from None
@@ -172,32 +172,12 @@ def _explain_model(name, text, layer, select, head, fmt, png):
                    about=MODEL_NOTES.get(name, ""))
 
 
-MODEL_MAX_TOKENS = 64  # the walkthrough prints tables with one row per token
 MODEL_NOTES = {
     "minilm-l6": "x is the layer's input (after LayerNorm); q, k, v add biases (q = x·W_Q + "
                  "b_Q); no mask: every token sees the whole sentence",
     "smollm2-135m": "x is the layer's input after RMSNorm; q and k are rotated by RoPE; "
                     "9 query heads share 3 K/V heads (head h reads K/V head h // 3); causal mask",
 }
-
-
-def load_model(name: str):
-    """Load a model by name, with a spinner on stderr (tests replace this with loaded ones)."""
-    from rich.console import Console
-
-    from qkv import models
-
-    with Console(stderr=True).status(f"loading {name} (reading and converting its weights)…"):
-        return models.load(name)
-
-
-def _load(name: str):
-    from qkv.models import ModelNotInstalled
-
-    try:
-        return load_model(name)
-    except ModelNotInstalled as e:
-        raise CliError(str(e)) from None
 
 
 def _explain_trace(trace, select, head, fmt, png, *, title: str, about: str):
@@ -219,10 +199,10 @@ def _explain_trace(trace, select, head, fmt, png, *, title: str, about: str):
     if fmt == "json":
         click.echo(trace.to_json())
         return
-    from qkv.explain import walkthrough
-    from qkv.report import Section
+    from qkv.explain.walkthrough import walkthrough
+    from qkv.explain.format import Section
 
-    from qkv.explain import visible
+    from qkv.explain.walkthrough import visible
 
     intro = Section(f"{title}, head {head}",
                     (f"{len(tokens)} tokens: " + " ".join(visible(t) for t in tokens),

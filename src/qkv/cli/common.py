@@ -1,4 +1,5 @@
-"""What the sub-commands share: the --format option, one-line errors, printing sections."""
+"""What the sub-commands share: the --format option, printing sections, checked numbers, and
+loading a real model with a spinner."""
 
 from __future__ import annotations
 
@@ -7,13 +8,9 @@ import sys
 
 import click
 
+from qkv.cli.errors import CliError
+
 FORMATS = ("rich", "plain", "markdown", "json")
-
-
-class CliError(click.ClickException):
-    """A bad value from the user: printed as one line 'Error: ...', exit status 2."""
-
-    exit_code = 2
 
 
 def format_option(*, json_ok: bool = True):
@@ -28,7 +25,7 @@ def format_option(*, json_ok: bool = True):
 
 def echo_sections(sections, fmt: str) -> None:
     """Print report sections as plain text, Markdown, or rich tables."""
-    from qkv.report import render_markdown, render_plain
+    from qkv.explain.format import render_markdown, render_plain
 
     if fmt == "plain":
         click.echo(render_plain(sections).rstrip("\n"))
@@ -37,7 +34,7 @@ def echo_sections(sections, fmt: str) -> None:
     else:
         from rich.console import Console
 
-        from qkv.report import render_rich
+        from qkv.explain.format import render_rich
 
         stream = sys.stdout  # read at call time: click's test runner swaps it
         tty = stream.isatty()
@@ -50,3 +47,23 @@ def positive_float(name: str, value: float) -> float:
     if not (math.isfinite(value) and value > 0):
         raise CliError(f"{name} must be a finite number > 0, got {value}")
     return value
+
+
+def load_model(name: str):
+    """Load a real model by name, with a spinner on stderr (tests replace this with loaded ones)."""
+    from rich.console import Console
+
+    from qkv import models
+
+    with Console(stderr=True).status(f"loading {name} (reading and converting its weights)…"):
+        return models.load(name)
+
+
+def model_or_error(name: str):
+    """``load_model(name)``, or a CliError naming the package to install when it is missing."""
+    from qkv.models import ModelNotInstalled
+
+    try:
+        return load_model(name)
+    except ModelNotInstalled as e:
+        raise CliError(str(e)) from None

@@ -22,14 +22,14 @@ bottom-right or top-left, a row that sees no key gives 0, a NaN in anything a ro
 
 from __future__ import annotations
 
-import functools
 import math
-import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import numpy as np
+
+from qkv.kernels.threads import default_workers, pool, single_threaded_blas
+from qkv.steps import head_groups
 
 BLOCK_Q = 256  # query rows per tile (measured: 128-512 within noise; 256 keeps causal waste low)
 BLOCK_K = 512  # keys per tile; a float32 tile is 512 KiB, the size of one core's L2 cache
@@ -51,8 +51,8 @@ def blocked_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature
     work = np.float64 if q.dtype == np.float64 else np.float32  # float16 runs in float32
     L, S, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     nd = max(q.ndim, k.ndim, v.ndim, 3)
-    q4, k4, v4 = (_padded(a, nd) for a in (q, k, v))  # (..., heads, length, features)
-    G, r = _groups(q4.shape[-3], k4.shape[-3], v4.shape[-3])
+    q4, k4, v4 = (padded(a, nd) for a in (q, k, v))  # (..., heads, length, features)
+    G, r = head_groups(q4.shape[-3], k4.shape[-3], v4.shape[-3])
     batch = np.broadcast_shapes(q4.shape[:-3], k4.shape[:-3], v4.shape[:-3])
     out = np.zeros((*batch, G, r, L, d_v), dtype=work)  # (..., G, r, L, d_v)
     if out.size and S:
@@ -61,7 +61,7 @@ def blocked_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature
             "k": np.broadcast_to(k4, (*batch, G, S, d_k)),  # no copy
             "v": np.broadcast_to(v4, (*batch, G, S, d_v)),  # no copy
             "mask": None if mask is None else np.broadcast_to(
-                _split_heads(_padded(np.asarray(mask), nd), G, r), (*batch, G, r, L, S)),
+                _split_heads(padded(np.asarray(mask), nd), G, r), (*batch, G, r, L, S)),
             "out": out})
         if workers is None:  # one per CPU, unless the work is too small to share
             small = units.count * r * L * S * (d_k + d_v) < PARALLEL_MIN
@@ -82,28 +82,10 @@ def blocked_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature
                 for item in items:
                     run(item)
             else:
-                list(_pool(workers).map(run, items))
+                list(pool(workers).map(run, items))
     out = out.reshape(*batch, G * r, L, d_v)  # (..., H, L, d_v)
     out = out.reshape(out.shape[nd - max(q.ndim, k.ndim, v.ndim):])  # drop the padding axes
     return out if out.dtype == q.dtype else out.astype(q.dtype)
-
-
-def default_workers() -> int:
-    """Threads for the kernel: one per CPU this process may use."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not on Linux
-        return os.cpu_count() or 1
-
-
-@functools.cache
-def _pool(workers: int) -> ThreadPoolExecutor:
-    """A thread pool kept for the process: starting threads on every call costs more than a
-    decoding step's work. Forgotten in a forked child, whose copy has no live threads."""
-    return ThreadPoolExecutor(workers, thread_name_prefix="qkv-blocked")
-
-
-os.register_at_fork(after_in_child=_pool.cache_clear)
 
 
 class _Buffers(NamedTuple):
@@ -284,19 +266,9 @@ def _flat_view(a, n):
     return a.reshape(math.prod(a.shape[:n]), *a.shape[n:])  # a view: the strides line up
 
 
-def _padded(a, nd):
+def padded(a, nd):
     """a with leading length-1 axes up to nd dimensions (a view)."""
     return a.reshape((1,) * (nd - a.ndim) + tuple(a.shape))
-
-
-def _groups(h_q, h_k, h_v):
-    """(G, r): K/V heads and query heads per K/V head; a head count of 1 broadcasts."""
-    G = h_k if h_k == h_v else max(h_k, h_v)
-    r = h_q // G if h_q > G else 1
-    if h_q > 1 and h_q != G * r or min(h_k, h_v) not in (1, G):
-        raise ValueError(f"heads do not line up: q has {h_q}, k {h_k}, v {h_v}; k and v need "
-                         "the same count, dividing q's")
-    return G, r
 
 
 def _split_heads(a, G, r):
@@ -304,28 +276,3 @@ def _split_heads(a, G, r):
     if a.shape[-3] == G * r:
         return a.reshape(*a.shape[:-3], G, r, *a.shape[-2:])  # splitting an axis: a view
     return a[..., None, :, :]  # (..., 1, 1, N, n)
-
-
-class single_threaded_blas:
-    """While worker threads run, BLAS uses one thread each (no oversubscription)."""
-
-    def __enter__(self):
-        controller = _blas_controller()
-        self.limits = None if controller is None else controller.limit(limits=1,
-                                                                        user_api="blas")
-        return self
-
-    def __exit__(self, *exc):
-        if self.limits is not None:
-            self.limits.restore_original_limits()
-
-
-@functools.cache
-def _blas_controller():
-    """threadpoolctl's view of the loaded BLAS libraries, found once (finding them takes ~0.5
-    ms; setting their thread count afterwards takes microseconds). None without threadpoolctl."""
-    try:
-        from threadpoolctl import ThreadpoolController
-    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
-        return None
-    return ThreadpoolController()

@@ -7,8 +7,9 @@ import json
 
 import click
 
-from qkv.commands.common import CliError, echo_sections, format_option
-from qkv.dims import MODELS, AttentionDims, model, report
+from qkv.cli.common import echo_sections, format_option
+from qkv.cli.errors import CliError
+from qkv.explain.dims import MODELS, AttentionDims, model, report
 
 
 @click.command(short_help="Sizes, parameters, FLOPs and memory of a configuration.")

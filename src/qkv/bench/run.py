@@ -1,6 +1,6 @@
-"""``qkv bench``: exact attention side by side with its peers on this machine.
+"""The benchmark behind ``qkv bench``: exact attention side by side with its peers here.
 
-For each configuration every peer (``qkv.bench_peers.PEERS``) runs on the same float32 inputs
+For each configuration every peer (``qkv.bench.peers.PEERS``) runs on the same float32 inputs
 in this process: a warm-up, then repeats interleaved across peers; the median is reported with
 GFLOP/s (4·L·T·d per head, half for causal prefill), % of NumPy's float32 GEMM peak, throughput
 relative to torch SDPA, peak extra memory (one child process per configuration) and the largest
@@ -9,87 +9,13 @@ error against a float64 reference (on up to 64 query rows per head).
 
 from __future__ import annotations
 
-import json
 import platform
-import shutil
-import sys
 
-import click
 import numpy as np
 
-from qkv import bench_peers as peers_
-from qkv.bench_peers import PEERS, TORCH_PEERS, Config
+from qkv.bench import peers as peers_
 
 QUICK = {"T": [256], "heads": 2, "d": 32, "min_time": 0.02, "gemm_n": 1024, "settle": 0.02}
-
-
-def _sizes(_ctx, _param, value: str) -> list[int]:
-    try:
-        sizes = [int(t) for t in value.split(",") if t.strip()]
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated integers like 1024,4096, got "
-                                 f"{value!r}") from None
-    if not sizes or min(sizes) < 1:
-        raise click.BadParameter(f"expected positive sizes, got {value!r}")
-    return sizes
-
-
-@click.command(name="bench")
-@click.option("--T", "T", default="1024,4096,16384", callback=_sizes, show_default=True,
-              help="Sequence lengths (cache lengths with --decode), comma-separated.")
-@click.option("--heads", default=12, show_default=True, type=click.IntRange(1))
-@click.option("--d", "d", default=64, show_default=True, type=click.IntRange(1),
-              help="Features per head (d_k = d_v).")
-@click.option("--causal", is_flag=True, help="Also run causal prefill.")
-@click.option("--decode", is_flag=True, help="Also run one-token decode steps against a cache of "
-              "T keys.")
-@click.option("--skip-full", is_flag=True, help="Leave out full (non-causal) prefill.")
-@click.option("--quick", is_flag=True, help="Tiny sizes, every kind, short timings (a smoke "
-              "test that takes seconds).")
-@click.option("--peers", "peer_list", default=",".join(PEERS), show_default=True,
-              help="Which peers to run, comma-separated.")
-@click.option("--min-time", default=1.0, show_default=True, type=click.FloatRange(0),
-              help="Seconds of repeats per peer per configuration (at least 3 repeats).")
-@click.option("--max-memory", default=6.0, show_default=True, type=click.FloatRange(0),
-              help="GiB: peers whose score matrices would need more are skipped.")
-@click.option("--gemm-size", default=4096, show_default=True, type=click.IntRange(1),
-              help="n for the n³ float32 matmul that sets the GEMM peak.")
-@click.option("--no-memory", is_flag=True, help="Skip the child-process memory measurement.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def bench(T, heads, d, causal, decode, skip_full, quick, peer_list, min_time, max_memory,
-          gemm_size, no_memory, as_json):
-    """Time exact attention: qkv blocked and reference, naive NumPy, torch SDPA and math.
-
-    \b
-    Examples:
-      qkv bench --quick                       a few seconds, every kind of run
-      qkv bench --T 4096,16384 --causal --decode
-      qkv bench --T 4096 --json > bench.json
-    """
-    gemm_n, settle = gemm_size, 0.25
-    if quick:
-        T, heads, d, min_time, gemm_n, settle = (
-            QUICK[k] for k in ("T", "heads", "d", "min_time", "gemm_n", "settle"))
-        causal = decode = True
-    kinds = [(False, False)] * (not skip_full) + [(True, False)] * causal + [(False, True)] * decode
-    if not kinds:
-        raise click.UsageError("nothing to run: --skip-full needs --causal or --decode")
-    configs = [Config(t, heads, d, c, dec) for c, dec in kinds for t in T]
-    chosen = [p.strip() for p in peer_list.split(",") if p.strip()]
-    unknown = [p for p in chosen if p not in PEERS]
-    if unknown:
-        raise click.BadParameter(f"unknown peers {unknown}; expected some of {list(PEERS)}",
-                                 param_hint="--peers")
-    if not _have_torch():
-        chosen = [p for p in chosen if p not in TORCH_PEERS]
-    report = run(configs, chosen, min_time=min_time, max_memory=max_memory * 2**30,
-                 memory=not no_memory, gemm_n=gemm_n, settle=settle, show_progress=not as_json)
-    if as_json:
-        click.echo(json.dumps(report, indent=2))
-    else:
-        from rich.console import Console
-
-        render(report, Console(width=max(100, shutil.get_terminal_size().columns)))
 
 
 def run(configs, chosen, *, min_time, max_memory, memory, gemm_n, settle=0.25,
@@ -186,7 +112,7 @@ def _mib(n) -> str:
     return "—" if n is None else f"{n / 2**20:.1f} MiB"
 
 
-def _have_torch() -> bool:
+def have_torch() -> bool:
     try:
         import torch  # noqa: F401
     except ImportError:
@@ -210,13 +136,10 @@ def _machine() -> dict:
                                                   "num_threads")} for lib in threadpool_info()]
     except ImportError:
         pass
-    if _have_torch():
+    if have_torch():
         import torch
 
         info["torch"] = torch.__version__
         info["torch_threads"] = torch.get_num_threads()
     return info
 
-
-if __name__ == "__main__":
-    sys.exit(bench())

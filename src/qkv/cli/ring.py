@@ -6,7 +6,8 @@ import json
 
 import click
 
-from qkv.commands.common import CliError, echo_sections, format_option
+from qkv.cli.common import echo_sections, format_option
+from qkv.cli.errors import CliError
 
 
 @click.command("ring")
@@ -64,7 +65,7 @@ def ring(world_size, T, heads, d, causal, dtype, grad, timeout, fmt):
 
 
 def _sections(report, results):
-    from qkv.report import Table, section
+    from qkv.explain.format import Table, section
 
     mib = 2**20
     rows = tuple((str(r["rank"]), f"{r['start']}–{r['stop'] - 1}", f"{r['seconds']:.3f}",

@@ -17,9 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import numpy as np
-
-from qkv.report import Section, Table, section
+from qkv.checks import positive_int
+from qkv.explain.format import Section, Table, section
 
 BYTES = {"float32": 4, "bfloat16": 2}
 
@@ -40,9 +39,9 @@ class AttentionDims:
 
     def __post_init__(self):
         for field_name in ("d_model", "n_heads", "context", "layers"):
-            _positive(field_name, getattr(self, field_name))
+            positive_int(field_name, getattr(self, field_name))
         if self.n_kv_heads is not None:
-            _positive("n_kv_heads", self.n_kv_heads)
+            positive_int("n_kv_heads", self.n_kv_heads)
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model must be divisible by n_heads, got d_model={self.d_model}, "
                              f"n_heads={self.n_heads} (d_model / n_heads = "
@@ -113,11 +112,6 @@ class AttentionDims:
             "kv_cache_bytes_per_token": {k: b * self.kv_cache_values_per_token()
                                          for k, b in BYTES.items()},
         }
-
-
-def _positive(name: str, n) -> None:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {n!r}")
 
 
 # The configurations the tutorials and the real models use. Layers are given where known.

@@ -20,7 +20,7 @@ def weights_png(trace, path, *, query: int | None = None, head: int | None = Non
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 
-    from qkv.explain import labels
+    from qkv.explain.walkthrough import labels
 
     tr = trace.numpy()
     heads = tr.settings.get("n_heads")

@@ -6,7 +6,7 @@ import html
 
 import numpy as np
 
-from qkv.explain import labels
+from qkv.explain.walkthrough import labels
 
 _MAX_HEADS = 8
 _MAX_SIDE = 48

@@ -1,4 +1,4 @@
-"""``qkv serve``: run the simulator under uvicorn and print its URL."""
+"""Serving the simulator: a listening socket, its URL, and uvicorn running the app on it."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ import socket
 import threading
 import webbrowser
 
-import click
+
+class ServerError(OSError):
+    """The server cannot start (the address is taken or not ours)."""
+
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 8000
 
@@ -21,7 +24,7 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as e:
         sock.close()
-        raise click.ClickException(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+        raise ServerError(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
     sock.listen(128)
     return sock
 
@@ -32,7 +35,7 @@ def url_of(sock: socket.socket) -> str:
 
 
 def run_server(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, open_browser=False,
-               echo=click.echo) -> None:
+               echo=print) -> None:
     """Serve the simulator until interrupted (Ctrl-C)."""
     import uvicorn
 
@@ -48,20 +51,3 @@ def run_server(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, open_brows
         server.run(sockets=[sock])
     finally:
         sock.close()
-
-
-@click.command("serve")
-@click.option("--host", default=DEFAULT_HOST, show_default=True,
-              help="address to listen on (127.0.0.1: this machine only)")
-@click.option("--port", default=DEFAULT_PORT, show_default=True,
-              type=click.IntRange(0, 65535), help="port (0 picks a free one)")
-@click.option("--open", "open_browser", is_flag=True, help="open the page in a web browser")
-def serve(host: str, port: int, open_browser: bool) -> None:
-    """Start the interactive attention simulator (a local web page).
-
-    \b
-    Examples:
-      qkv serve                      http://127.0.0.1:8000/
-      qkv serve --port 0 --open      a free port, opened in your browser
-    """
-    run_server(host, port, open_browser=open_browser)

@@ -1,0 +1,1 @@
+"""The benchmark: qkv's kernels against naive NumPy and torch on this machine (``qkv bench``)."""

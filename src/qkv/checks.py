@@ -1,0 +1,156 @@
+"""The one input contract every backend shares: shapes, dtypes, scale, τ and masks.
+
+``qkv.attention`` validates its arguments here once, whichever backend then runs, so bad input
+gets the same error from the traced reference, the blocked kernel and torch. Every error names
+what was expected and what came.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from qkv import masks, steps
+
+
+class Problem(NamedTuple):
+    """Checked arguments of one attention call, in one array library and one floating dtype."""
+
+    q: object  # (..., [H,] L, d_k)
+    k: object  # (..., [G,] S, d_k)
+    v: object  # (..., [G,] S, d_v), or None for the weights alone
+    mask: object  # the user's boolean mask (True = may attend), or None
+    causal: str | None  # None, "bottom-right" or "top-left"
+    scale: float  # multiplies q·kᵀ
+    temperature: float  # τ > 0 divides the scaled scores
+
+
+def problem(q, k, v, *, mask=None, causal=False, scale=None, temperature=1.0) -> Problem:
+    """Every argument of ``qkv.attention`` checked and converted; see ``Problem``."""
+    xp = steps.namespace(q, k, v)
+    q, k, v = inputs(xp, q, k, v)
+    return Problem(q, k, v, checked_mask(mask, q, k), masks.causal_align(causal),
+                   scale_factor(scale, q.shape[-1]), temperature_value(temperature))
+
+
+def as_floating(x, xp=None):
+    """x as a real floating array: integers and booleans become float64; complex is refused."""
+    xp = xp or steps.namespace(x)
+    if xp.isdtype(x.dtype, "real floating"):
+        return x
+    if xp.isdtype(x.dtype, ("integral", "bool")):
+        return xp.astype(x, xp.float64)
+    raise TypeError(f"expected a real-valued array, got dtype {x.dtype}")
+
+
+def inputs(xp, q, k, v):
+    """q, k (and v unless None) as one floating dtype, their shapes checked against each other."""
+    names = ("q", "k", "v") if v is not None else ("q", "k")
+    arrays = [as_floating(a, xp) for a in (q, k, v) if a is not None]
+    for name, a in zip(names, arrays):
+        if a.ndim < 2:
+            raise ValueError(f"{name} must have at least 2 dimensions (..., length, features), "
+                             f"got shape {tuple(a.shape)}")
+    dtype = xp.result_type(*arrays)
+    arrays = [a if a.dtype == dtype else xp.astype(a, dtype) for a in arrays]
+    q, k = arrays[0], arrays[1]
+    v = arrays[2] if v is not None else None
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(f"q and k must have the same last dimension d_k, got q {tuple(q.shape)} "
+                         f"and k {tuple(k.shape)}")
+    if v is not None:
+        if k.shape[-2] != v.shape[-2]:
+            raise ValueError(f"k and v must have the same number of keys S (axis -2), got "
+                             f"k {tuple(k.shape)} and v {tuple(v.shape)}")
+        if k.ndim >= 3 and v.ndim >= 3 and k.shape[-3] != v.shape[-3]:
+            raise ValueError(f"k and v must have the same number of heads (axis -3), got "
+                             f"k {tuple(k.shape)} and v {tuple(v.shape)}")
+    if q.ndim >= 3 and k.ndim >= 3 and q.shape[-3] != k.shape[-3]:
+        if k.shape[-3] == 0 or q.shape[-3] % k.shape[-3]:
+            raise ValueError(f"q's heads (axis -3) must be a multiple of k's heads, got "
+                             f"q {tuple(q.shape)} and k {tuple(k.shape)}")
+    scores_shape(q, k)  # the leading axes must broadcast
+    return q, k, v
+
+
+def scores_shape(q, k) -> tuple:
+    """The shape of q·kᵀ, (..., [H,] L, S), with grouped K/V heads counted as query heads."""
+    k_lead = tuple(k.shape[:-2])
+    if steps.kv_groups(q, k) > 1:
+        k_lead = k_lead[:-1] + (q.shape[-3],)
+    try:
+        lead = np.broadcast_shapes(tuple(q.shape[:-2]), k_lead)
+    except ValueError:
+        raise ValueError(f"the leading axes of q and k do not broadcast: q {tuple(q.shape)}, "
+                         f"k {tuple(k.shape)}") from None
+    return (*lead, q.shape[-2], k.shape[-2])
+
+
+def checked_mask(mask, q, k):
+    """The user's mask, checked (boolean, broadcasts to the scores), on q's device; or None."""
+    if mask is None:
+        return None
+    if not hasattr(mask, "dtype"):
+        mask = np.asarray(mask)
+    if str(mask.dtype) not in ("bool", "torch.bool"):
+        raise TypeError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}; "
+                        "float masks are not accepted")
+    target = scores_shape(q, k)
+    try:
+        ok = np.broadcast_shapes(tuple(mask.shape), target) == target
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"mask must broadcast to the scores' shape (..., L, S) = {target}, "
+                         f"got shape {tuple(mask.shape)}")
+    return steps.to_device_of(mask, q)
+
+
+def effective_mask(p: Problem):
+    """The user's mask AND the causal mask, in q's array library; None when nothing is masked."""
+    mask = p.mask
+    if p.causal is not None:
+        L, S = p.q.shape[-2], p.k.shape[-2]
+        tri = steps.to_device_of(masks.causal(L, S, p.causal), p.q)  # (L, S)
+        mask = tri if mask is None else steps.namespace(p.q).logical_and(mask, tri)
+    return mask
+
+
+def no_overflow(xp, scaled, tempered, tau: float) -> None:
+    """A τ so small that finite scaled scores become ±inf would lose which key wins."""
+    overflow = xp.isinf(tempered) & xp.isfinite(scaled)
+    if bool(xp.any(overflow)):
+        largest = float(xp.max(xp.abs(xp.where(overflow, scaled, 0.0))))
+        limit = largest / float(xp.finfo(tempered.dtype).max)
+        raise ValueError(f"temperature {tau:g} is too small for these scores: scaled ÷ τ "
+                         f"overflows {tempered.dtype} (largest |scaled| = {largest:g}); "
+                         f"use τ ≥ {limit:.3g}")
+
+
+def scale_factor(scale, d_k: int) -> float:
+    """The factor that multiplies q·kᵀ: 1/√d_k by default, ``scale`` when given."""
+    if scale is None:
+        return 1.0 / math.sqrt(d_k) if d_k > 0 else 1.0
+    if isinstance(scale, bool) or not isinstance(scale, (int, float, np.floating, np.integer)):
+        raise TypeError(f"scale must be a number (1/√d_k by default; 1.0 turns scaling off), "
+                        f"got {scale!r}")
+    if not math.isfinite(scale):
+        raise ValueError(f"scale must be finite, got {scale}")
+    return float(scale)
+
+
+def temperature_value(tau) -> float:
+    """τ as a float, checked finite and > 0."""
+    if isinstance(tau, bool) or not isinstance(tau, (int, float, np.floating, np.integer)):
+        raise TypeError(f"temperature must be a number τ > 0, got {tau!r}")
+    if not (math.isfinite(tau) and tau > 0):
+        raise ValueError(f"temperature must be finite and > 0, got {tau}")
+    return float(tau)
+
+
+def positive_int(name: str, n) -> None:
+    """A size that must be a positive integer (heads, model width, context ...)."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {n!r}")

@@ -1,0 +1,80 @@
+"""``qkv bench``: exact attention side by side with its peers on this machine (``qkv.bench``)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import click
+
+from qkv.bench.peers import PEERS, TORCH_PEERS, Config
+from qkv.bench.run import QUICK, have_torch, render, run
+from qkv.cli.errors import CliError
+
+
+def _sizes(_ctx, _param, value: str) -> list[int]:
+    try:
+        sizes = [int(t) for t in value.split(",") if t.strip()]
+    except ValueError:
+        raise CliError(f"--T: expected comma-separated integers like 1024,4096, got "
+                       f"{value!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise CliError(f"--T: expected positive sizes, got {value!r}")
+    return sizes
+
+
+@click.command(name="bench")
+@click.option("--T", "T", default="1024,4096,16384", callback=_sizes, show_default=True,
+              help="Sequence lengths (cache lengths with --decode), comma-separated.")
+@click.option("--heads", default=12, show_default=True, type=click.IntRange(1))
+@click.option("--d", "d", default=64, show_default=True, type=click.IntRange(1),
+              help="Features per head (d_k = d_v).")
+@click.option("--causal", is_flag=True, help="Also run causal prefill.")
+@click.option("--decode", is_flag=True, help="Also run one-token decode steps against a cache of "
+              "T keys.")
+@click.option("--skip-full", is_flag=True, help="Leave out full (non-causal) prefill.")
+@click.option("--quick", is_flag=True, help="Tiny sizes, every kind, short timings (a smoke "
+              "test that takes seconds).")
+@click.option("--peers", "peer_list", default=",".join(PEERS), show_default=True,
+              help="Which peers to run, comma-separated.")
+@click.option("--min-time", default=1.0, show_default=True, type=click.FloatRange(0),
+              help="Seconds of repeats per peer per configuration (at least 3 repeats).")
+@click.option("--max-memory", default=6.0, show_default=True, type=click.FloatRange(0),
+              help="GiB: peers whose score matrices would need more are skipped.")
+@click.option("--gemm-size", default=4096, show_default=True, type=click.IntRange(1),
+              help="n for the n³ float32 matmul that sets the GEMM peak.")
+@click.option("--no-memory", is_flag=True, help="Skip the child-process memory measurement.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def bench(T, heads, d, causal, decode, skip_full, quick, peer_list, min_time, max_memory,
+          gemm_size, no_memory, as_json):
+    """Time exact attention: qkv blocked and reference, naive NumPy, torch SDPA and math.
+
+    \b
+    Examples:
+      qkv bench --quick                       a few seconds, every kind of run
+      qkv bench --T 4096,16384 --causal --decode
+      qkv bench --T 4096 --json > bench.json
+    """
+    gemm_n, settle = gemm_size, 0.25
+    if quick:
+        T, heads, d, min_time, gemm_n, settle = (
+            QUICK[k] for k in ("T", "heads", "d", "min_time", "gemm_n", "settle"))
+        causal = decode = True
+    kinds = [(False, False)] * (not skip_full) + [(True, False)] * causal + [(False, True)] * decode
+    if not kinds:
+        raise CliError("nothing to run: --skip-full needs --causal or --decode")
+    configs = [Config(t, heads, d, c, dec) for c, dec in kinds for t in T]
+    chosen = [p.strip() for p in peer_list.split(",") if p.strip()]
+    unknown = [p for p in chosen if p not in PEERS]
+    if unknown:
+        raise CliError(f"--peers: unknown peers {unknown}; expected some of {list(PEERS)}")
+    if not have_torch():
+        chosen = [p for p in chosen if p not in TORCH_PEERS]
+    report = run(configs, chosen, min_time=min_time, max_memory=max_memory * 2**30,
+                 memory=not no_memory, gemm_n=gemm_n, settle=settle, show_progress=not as_json)
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+    else:
+        from rich.console import Console
+
+        render(report, Console(width=max(100, shutil.get_terminal_size().columns)))

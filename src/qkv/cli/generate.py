@@ -1,0 +1,47 @@
+"""``qkv generate``: stream a causal model's continuation of a prompt, token by token."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from qkv.cli.common import model_or_error
+from qkv.cli.errors import CliError
+
+
+@click.command()
+@click.option("--model", "model_name", default="smollm2-135m", show_default=True,
+              type=click.Choice(["smollm2-135m"]), help="a causal language model")
+@click.option("--prompt", required=True, help="what the model continues")
+@click.option("--max-new-tokens", default=48, show_default=True, type=click.IntRange(1, 4096))
+@click.option("--temperature", default=0.0, show_default=True, type=click.FloatRange(min=0),
+              help="0 = greedy; higher samples more freely")
+@click.option("--top-k", default=None, type=click.IntRange(min=1),
+              help="sample only among the k most likely tokens")
+@click.option("--seed", default=None, type=int, help="seed for sampling")
+@click.option("--chat/--raw", default=True, show_default=True,
+              help="wrap the prompt in the model's chat template, or continue it as raw text")
+def generate(model_name, prompt, max_new_tokens, temperature, top_k, seed, chat):
+    """Stream the model's continuation of PROMPT, token by token (qkv's attention, KV cache).
+
+    \b
+    Examples:
+      qkv generate --prompt "What is the capital of France?"
+      qkv generate --prompt "Once upon a time" --raw --temperature 0.8 --top-k 40 --seed 1
+    """
+    m = model_or_error(model_name)
+    try:
+        stream = m.generate(prompt, max_new_tokens, temperature=temperature, top_k=top_k,
+                            seed=seed, chat=chat)
+        start, n = time.perf_counter(), 0
+        for token in stream:
+            if token.id == m.eos_id:
+                break
+            click.echo(token.text, nl=False)
+            n += 1
+    except ValueError as e:
+        raise CliError(f"--prompt: {e}") from None
+    elapsed = time.perf_counter() - start
+    click.echo()
+    click.echo(f"[{n} tokens in {elapsed:.2f} s, {n / elapsed:.1f} tokens/s]", err=True)

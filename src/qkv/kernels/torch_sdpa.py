@@ -1,0 +1,70 @@
+"""Attention through torch's ``scaled_dot_product_attention``, with qkv's conventions kept:
+bottom-right causal alignment, a boolean mask with True = may attend, and 0 for a query that sees
+no key. torch is imported only when this kernel runs."""
+
+from __future__ import annotations
+
+import numpy as np
+from array_api_compat import is_torch_array
+
+from qkv import masks, steps
+from qkv.kernels.blocked import padded
+from qkv.steps import head_groups
+
+
+def torch_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature=1.0):
+    """Attention through ``torch.nn.functional.scaled_dot_product_attention``.
+
+    Inputs as ``blocked_attention`` takes them, as torch tensors (NumPy arrays are wrapped
+    without a copy and the result comes back as NumPy). Inputs become 4-D (batch, heads, L, d)
+    so torch uses its fused kernel; grouped K/V heads use ``enable_gqa``; the causal mask is
+    torch's ``is_causal`` where the alignments agree (top-left, or L = S) and a boolean mask
+    otherwise; rows that see no key are set to 0 (torch would give NaN).
+    """
+    import torch
+    import torch.nn.functional as F
+
+    numpy_in = not is_torch_array(q)
+    if numpy_in:
+        q, k, v = (torch.as_tensor(a) for a in (q, k, v))
+        mask = None if mask is None else torch.as_tensor(mask)
+    L, S, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+    nd = max(q.ndim, k.ndim, v.ndim)
+    if (nd == 4 and q.ndim == k.ndim == v.ndim and q.shape[0] == k.shape[0] == v.shape[0]
+            and k.shape[1] == v.shape[1] and q.shape[1] % k.shape[1] == 0):
+        # already (B, H, L, d) and (B, G, S, d): pass them as they are (the common case)
+        q4, k4, v4, G, r, batch = q, k, v, k.shape[1], q.shape[1] // k.shape[1], None
+    else:
+        q4, k4, v4 = (padded(a, max(nd, 4)) for a in (q, k, v))  # (..., heads, N, features)
+        G, r = head_groups(q4.shape[-3], k4.shape[-3], v4.shape[-3])
+        batch = tuple(np.broadcast_shapes(q4.shape[:-3], k4.shape[:-3], v4.shape[:-3]))
+        q4 = q4.expand(*batch, G * r, L, d_k).reshape(-1, G * r, L, d_k)  # (B, H, L, d_k)
+        k4 = k4.expand(*batch, G, S, d_k).reshape(-1, G, S, d_k)  # (B, G, S, d_k)
+        v4 = v4.expand(*batch, G, S, d_v).reshape(-1, G, S, d_v)  # (B, G, S, d_v)
+    attn_mask, is_causal = _torch_mask(mask, causal, L, S, q)
+    if batch is not None and attn_mask is not None and attn_mask.ndim > 4:  # -> (B, H, L, S)
+        attn_mask = attn_mask.expand(*batch, G * r, L, S).reshape(-1, G * r, L, S)
+    out = F.scaled_dot_product_attention(q4, k4, v4, attn_mask=attn_mask, is_causal=is_causal,
+                                         scale=scale / temperature, enable_gqa=r > 1)
+    if attn_mask is not None:  # a row that sees no key gives 0, as in the reference
+        out = torch.where(attn_mask.any(dim=-1, keepdim=True), out, 0.0)
+    if batch is not None:
+        out = out.reshape(*batch, G * r, L, d_v)  # (..., H, L, d_v)
+        out = out.reshape(out.shape[max(nd, 4) - nd:])  # drop the padding axes
+    return out.numpy() if numpy_in else out
+
+
+def _torch_mask(mask, causal, L, S, like):
+    """(attn_mask, is_causal) for SDPA: torch's own is_causal is top-left aligned."""
+    if mask is not None and mask.ndim < 4:  # (..., L, S) or (S,) -> (1, ..., L, S)
+        mask = mask.reshape((1,) * (4 - mask.ndim) + tuple(mask.shape))
+    if causal is None:
+        return mask, False
+    if mask is None and (causal == "top-left" or L == S):
+        return None, True
+    if mask is None and causal == "bottom-right" and L <= 1:
+        return None, False  # one query at the end of the keys sees them all
+    tri = steps.to_device_of(masks.causal(L, S, causal), like)  # (L, S)
+    if mask is not None:
+        tri = mask & tri  # (..., L, S)
+    return tri, False

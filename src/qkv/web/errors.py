@@ -1,0 +1,48 @@
+"""How the simulator's API answers bad requests: a 4xx JSON body naming the field,
+{"message": "field: what was expected, what came", "detail": [...]}, never a 5xx."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+
+class FieldError(ValueError):
+    """A request that is well-formed JSON but does not fit together; names the field."""
+
+    def __init__(self, field: str, message: str, status: int = 422):
+        super().__init__(message)
+        self.field, self.message, self.status = field, message, status
+
+
+def error_response(status: int, items: list[dict]) -> JSONResponse:
+    message = "; ".join(f"{_where(e['loc'])}: {e['msg']}" if e.get("loc") else e["msg"]
+                        for e in items)
+    return JSONResponse({"message": message, "detail": items}, status_code=status)
+
+
+def _where(loc) -> str:
+    parts = [str(p) for p in loc if p not in ("body", "path", "query")]
+    return ".".join(parts) or "body"
+
+
+def install(app: FastAPI) -> None:
+    """Answer validation errors, FieldErrors and HTTP errors in the one JSON shape."""
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError):
+        items = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""),
+                  "type": e.get("type", "")} for e in exc.errors()]
+        return error_response(422, items)
+
+    @app.exception_handler(FieldError)
+    async def field_error(request: Request, exc: FieldError):
+        return error_response(exc.status, [{"loc": ["body", exc.field], "msg": exc.message,
+                                            "type": "value_error"}])
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException):
+        return error_response(exc.status_code, [{"loc": [], "msg": str(exc.detail),
+                                                 "type": "http"}])

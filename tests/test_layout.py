@@ -1,0 +1,116 @@
+"""The layout keeps its layers: read every import in src/qkv and check the rules in
+docs/architecture.md (inner layers import no outer one, no cycles, click only in cli/, fastapi
+only in web/, no source file past 400 lines)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+PACKAGE = SRC / "qkv"
+ENGINE = {"qkv.steps", "qkv.checks", "qkv.masks", "qkv.attention", "qkv.trace", "qkv.cache",
+          "qkv.multihead", "qkv.layers"}
+OUTER = ("qkv.explain", "qkv.cli", "qkv.web", "qkv.models", "qkv.lab", "qkv.practice",
+         "qkv.bench", "qkv.distributed")
+# Trace._repr_html_ is the notebook's display hook: it loads the explain layer's renderer only
+# when a notebook asks for it.
+ALLOWED = {("qkv.trace", "qkv.explain.html")}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def imports(name: str) -> set[str]:
+    """Every module of this package, or third-party top-level package, that ``name`` imports
+    (at module level or inside a function)."""
+    tree = ast.parse(MODULES[name].read_text())
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: from . import x
+                base = name.rsplit(".", node.level - (name not in _packages()))[0]
+                base = f"{base}.{node.module}" if node.module else base
+            else:
+                base = node.module
+            for alias in node.names:
+                full = f"{base}.{alias.name}"
+                found.add(full if full in MODULES else base)
+    return found
+
+
+def _packages() -> set[str]:
+    return {n for n, p in MODULES.items() if p.name == "__init__.py"}
+
+
+def inner_edges():
+    for name in MODULES:
+        for target in imports(name):
+            if target in MODULES and target != name:
+                yield name, target
+
+
+def test_every_module_is_seen():
+    assert {"qkv.steps", "qkv.checks", "qkv.kernels.dispatch", "qkv.cli", "qkv.web.app"} <= set(
+        MODULES)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in MODULES
+                                        if n in ENGINE or n.startswith("qkv.kernels")))
+def test_engine_and_kernels_import_no_outer_layer(name):
+    outer = sorted(t for t in imports(name) if t.startswith(OUTER) and (name, t) not in ALLOWED)
+    assert not outer, f"{name} imports {outer}"
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of the directed graph as a path [a, ..., a], or None."""
+    state: dict[str, int] = {}  # 1 = on the current path, 2 = done
+
+    def visit(node, path):
+        state[node] = 1
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt, path + [nxt])):
+                return found
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node, [node])):
+            return found
+    return None
+
+
+def test_no_import_cycles():
+    graph: dict[str, set[str]] = {}
+    for a, b in inner_edges():
+        graph.setdefault(a, set()).add(b)
+    assert find_cycle(graph) is None
+
+
+def test_the_cycle_finder_finds_one():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
+
+
+@pytest.mark.parametrize("library, home", [("click", "qkv.cli"), ("fastapi", "qkv.web"),
+                                           ("starlette", "qkv.web"), ("uvicorn", "qkv.web")])
+def test_surface_libraries_stay_in_their_surface(library, home):
+    strays = sorted(n for n in MODULES if not (n == home or n.startswith(home + "."))
+                    and any(t == library or t.startswith(library + ".") for t in imports(n)))
+    assert not strays, f"{library} is imported outside {home}: {strays}"
+
+
+def test_no_source_file_over_400_lines():
+    long = {n: len(p.read_text().splitlines()) for n, p in MODULES.items()}
+    assert not {n: c for n, c in long.items() if c > 400}
