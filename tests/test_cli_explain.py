@@ -79,7 +79,7 @@ def test_default_scene_numbers_match_a_float64_reference():
     q, k = scene.x[i] @ scene.W_Q, scene.x[i] @ scene.W_K
     terms = " + ".join(f"{a:.2f}×{b:.2f}" for a, b in zip(q, k))
     assert f"q[sat]·k[sat] = {terms} = {q @ k:.2f}" in out
-    assert "softmax(mask(QKᵀ/√d_k)/τ)·V with Q (6×3), K (6×3), V (6×3)" in out
+    assert "softmax(mask(QKᵀ/√d_k/τ))·V with Q (6×3), K (6×3), V (6×3)" in out
 
 
 def test_temperature_and_select_by_text_or_index():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from qkv import MultiHeadAttention
-from qkv.explain.dims import MODELS, AttentionDims, model, nbytes, report
+from qkv.explain.dims import MODELS, AttentionDims, model, nbytes, sections
 
 
 @pytest.mark.parametrize("name, d_head", [
@@ -109,7 +109,7 @@ def test_unknown_model_names_the_choices():
 def test_report_and_bytes_text():
     assert nbytes(1_048_576) == "1,048,576 B (1.00 MiB)"
     assert nbytes(512) == "512 B"
-    text = "\n".join(line for sec in report(model("andrea-2b")) for line in sec.lines)
+    text = "\n".join(line for sec in sections(model("andrea-2b")) for line in sec.lines)
     assert "d_head = d_model / n_heads = 4096 / 32 = 128" in text
     assert "√d_head = √128 = 11.31" in text
     assert np.isclose(model("andrea-2b").sqrt_d_head, math.sqrt(128))

@@ -49,7 +49,7 @@ def attention(q, k, v, *, mask=None, causal=False, scale=None, temperature=1.0,
 
 
 def attention_weights(q, k, *, mask=None, causal=False, scale=None, temperature=1.0):
-    """The attention weights alone: softmax(mask(q·kᵀ · scale) / τ), shape (..., L, S).
+    """The attention weights alone: softmax(mask(q·kᵀ · scale / τ)), shape (..., L, S).
 
     Same arguments and conventions as ``attention``; each row sums to 1 (0 if fully masked).
     """

@@ -11,7 +11,7 @@ import numpy as np
 
 from qkv.steps import kv_head
 
-# The project's one vocabulary for the steps, in data-flow order (DESIGN.md).
+# The project's one vocabulary for the steps, in data-flow order (docs/architecture.md).
 # "rope" (rotary models only) holds q and k before rotation; "q" and "k" then hold them after.
 STEPS = ("x", "q", "k", "v", "rope", "scores", "scaled", "tempered", "masked",
          "weights", "z", "head_out", "out")

@@ -9,7 +9,7 @@ import click
 
 from qkv.cli.common import echo_sections, format_option
 from qkv.cli.errors import CliError
-from qkv.explain.dims import MODELS, AttentionDims, model, report
+from qkv.explain.dims import MODELS, AttentionDims, model, sections
 
 
 @click.command(short_help="Sizes, parameters, FLOPs and memory of a configuration.")
@@ -50,7 +50,7 @@ def dims(d_model, n_heads, n_kv_heads, context, layers, bias, model_name, fmt):
     if fmt == "json":
         click.echo(json.dumps(config.to_dict(), indent=2))
     else:
-        echo_sections(report(config), fmt)
+        echo_sections(sections(config), fmt)
 
 
 def _config(d_model, n_heads, n_kv_heads, context, layers, bias, model_name) -> AttentionDims:

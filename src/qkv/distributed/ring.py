@@ -32,7 +32,7 @@ def ring_attention(q, k, v, *, causal: bool = False, scale=None, temperature: fl
 
     q (..., L_r, d_k), k (..., L_r, d_k), v (..., L_r, d_v): this rank's contiguous slice of the
     sequence, ranks in order (rank 0 first). Slices may differ in length. Returns this rank's
-    slice of softmax(mask(q·kᵀ·scale)/τ)·v over all ranks' keys; causal masks key positions after
+    slice of softmax(mask(q·kᵀ·scale/τ))·v over all ranks' keys; causal masks key positions after
     each query position. Differentiable (torch autograd) in q, k and v. Query rows are taken in
     chunks whose scores against one block fill about ``chunk_bytes``. ``stats``, when given,
     receives ``bytes_sent`` (forward) and, after a backward pass, ``bytes_sent_backward``.

@@ -151,7 +151,7 @@ def nbytes(n: int) -> str:
     return f"{n:,} B"
 
 
-def report(c: AttentionDims) -> list[Section]:
+def sections(c: AttentionDims) -> list[Section]:
     """The configuration told as sections: sizes, parameters, scores, FLOPs, KV cache."""
     H, G, T, dh = c.n_heads, c.kv_heads, c.context, c.d_head
     title = c.name or f"d_model {c.d_model}, {H} heads"

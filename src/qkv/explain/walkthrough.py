@@ -20,7 +20,7 @@ from qkv.explain.format import Section, Table, render_markdown, render_plain, re
 __all__ = ["walkthrough", "Section", "Table", "render_plain", "render_markdown", "render_rich",
            "fmt", "vec", "dot_terms", "labels", "visible"]
 
-SMALL = 36  # matrices with at most this many entries are printed in full
+FULL_MATRIX_MAX = 36  # matrices with at most this many entries are printed in full
 
 
 def fmt(x: float, digits: int = 2) -> str:
@@ -144,9 +144,9 @@ def formula(s: dict) -> list[str]:
     L, S, d_k, d_v, tau = s["L"], s["S"], s["d_k"], s["d_v"], s["temperature"]
     shape = f"Q ({L}×{d_k}), K ({S}×{d_k}), V ({S}×{d_v})"
     if _is_default_scale(s):
-        head = f"softmax(mask(QKᵀ/√d_k)/τ)·V with {shape}, √d_k = {fmt(math.sqrt(d_k), 3)}"
+        head = f"softmax(mask(QKᵀ/√d_k/τ))·V with {shape}, √d_k = {fmt(math.sqrt(d_k), 3)}"
     else:
-        head = (f"softmax(mask(QKᵀ·c)/τ)·V with {shape}, c = {fmt(s['scale'], 3)} in place of "
+        head = (f"softmax(mask(QKᵀ·c/τ))·V with {shape}, c = {fmt(s['scale'], 3)} in place of "
                 f"1/√d_k")
     lines = [f"Z = {head}, τ = {tau_text(tau)} → Z ({L}×{d_v})"]
     if s.get("n_heads"):
@@ -173,11 +173,11 @@ def _projections(trace, i, rows, cols, where, pick, pick_kv, weights, head):
         x = trace["x"]
         mats = {name: _head_matrix(weights, name, head) for name in ("W_Q", "W_K", "W_V")}
         for name, Wm in mats.items():
-            if Wm.size <= SMALL:
+            if Wm.size <= FULL_MATRIX_MAX:
                 blocks.append(f"{name} ({Wm.shape[0]}×{Wm.shape[1]}):")
                 blocks.append(_matrix(Wm, [f"x[{r}]" for r in range(Wm.shape[0])], "col"))
         Wq = mats["W_Q"]
-        if Wq.size <= SMALL and Wq.shape[0] <= 4:
+        if Wq.size <= FULL_MATRIX_MAX and Wq.shape[0] <= 4:
             blocks.append(f"q[{me}] = x[{me}]·W_Q, one column at a time:")
             blocks += [f"  q[{me}][{c}] = {dot_terms(x[i], Wq[:, c])}" for c in range(Wq.shape[1])]
     if "rope" in trace and head is not None:

@@ -41,7 +41,7 @@ PARALLEL_MIN = 1 << 23  # below this many score·feature products (~1 ms) one th
 
 def blocked_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature=1.0,
                       block_q=BLOCK_Q, block_k=BLOCK_K, workers=None):
-    """z = softmax(mask(q·kᵀ·scale)/τ)·v by blocked online softmax, for validated NumPy inputs.
+    """z = softmax(mask(q·kᵀ·scale/τ))·v by blocked online softmax, for validated NumPy inputs.
 
     q (..., [H,] L, d_k), k (..., [G,] S, d_k), v (..., [G,] S, d_v), one floating dtype, G
     dividing H (``qkv.attention`` checks all this). mask: boolean, broadcastable to

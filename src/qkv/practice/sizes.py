@@ -42,7 +42,7 @@ def _who(c: AttentionDims) -> str:
 
 
 def _sizes_lines(c: AttentionDims) -> tuple[str, ...]:
-    return dims.report(c)[1].lines  # "d_head = d_model / n_heads = …", "√d_head = …"
+    return dims.sections(c)[1].lines  # "d_head = d_model / n_heads = …", "√d_head = …"
 
 
 def d_head(rng) -> dict:

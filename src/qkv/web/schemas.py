@@ -1,7 +1,7 @@
 """The simulator API's request and response shapes, validated with pydantic.
 
 Every array travels as nested JSON lists. Weights always carry a head axis, so single-head and
-multi-head scenes share one shape vocabulary (DESIGN.md):
+multi-head scenes share one shape vocabulary (docs/architecture.md):
 
     x (L, d_model)   W_Q, W_K (n_heads, d_model, d_head)   W_V (n_heads, d_model, d_v)
     W_O (n_heads, d_v, d_model), only for multi-head scenes   b_O (d_model,)
