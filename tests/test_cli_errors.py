@@ -98,8 +98,12 @@ def test_a_quiz_answer_that_is_not_an_answer_counts_as_wrong():
 def qkv(*args: str, block: str | None = None) -> subprocess.CompletedProcess:
     """`qkv ARGS` in a fresh interpreter; ``block`` names a package made unimportable."""
     code = "import sys\n"
-    if block:  # what `import torch` meets when torch is not installed
-        code += f"sys.modules[{block!r}] = None\n"
+    if block:  # an import finder that answers as Python does when the package is not installed
+        code += ("class Absent:\n"
+                 "    def find_spec(self, name, path=None, target=None):\n"
+                 f"        if name.split('.')[0] == {block!r}:\n"
+                 "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+                 "sys.meta_path.insert(0, Absent())\n")
     code += "from qkv.cli import main\nmain(sys.argv[1:], prog_name='qkv')\n"
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                           timeout=120)
