@@ -1,4 +1,13 @@
-"""Ring attention over 2 and 4 local gloo processes against single-process qkv.attention."""
+"""Ring attention over 2 and 4 local gloo processes against single-process qkv.attention; the
+launcher's failure paths (a failing rank, Ctrl-C) leave no process and no file behind."""
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +25,9 @@ CASES = [
     check.Setup(T=29, heads=3, d=4, causal=False, dtype="float32", temperature=2.0),
     # a few query rows at a time (2 heads × ~10 keys × 8 bytes = 160 bytes a row)
     check.Setup(T=41, heads=2, d=3, causal=True, grad=True, chunk_bytes=400),
+    # fewer positions than ranks (with 4): the last ranks hold empty slices
+    check.Setup(T=3, heads=2, d=4, causal=True, grad=True),
+    check.Setup(T=2, heads=1, d=3, causal=False, grad=True, temperature=0.5),
 ]
 
 
@@ -59,9 +71,64 @@ def test_slices_cover_the_sequence_unevenly():
     assert check.bounds(3, 4) == [(0, 1), (1, 2), (2, 3), (3, 3)]
 
 
-def test_a_failing_rank_stops_the_others_with_a_clear_error():
-    with pytest.raises(RuntimeError, match=r"rank 1: ValueError: rank 1 was asked to fail"):
-        launch.run(check.worker, 2, check.Setup(T=8, fail_rank=1), timeout_s=20)
+@pytest.mark.parametrize("world", [2, 3])
+def test_a_failing_rank_stops_the_others_with_its_own_error_and_leaves_no_file(
+        world, tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # where the ranks would write error files
+    monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
+    with pytest.raises(RuntimeError) as e:
+        launch.run(check.worker, world, check.Setup(T=8, fail_rank=1), timeout_s=20)
+    assert str(e.value) == ("a rank failed, so the ring stopped: rank 1: ValueError: rank 1 "
+                            "was asked to fail")
+    assert multiprocessing.active_children() == []  # the other ranks were stopped
+    assert list(tmp_path.iterdir()) == []
+
+
+def _descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` (from /proc: Linux)."""
+    children = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children |= {int(c) for c in (task / "children").read_text().split()}
+        except OSError:
+            pass
+    return children.union(*(_descendants(c) for c in children)) if children else children
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc (Linux)")
+@pytest.mark.parametrize("to_group", [True, False], ids=["terminal Ctrl-C", "parent only"])
+def test_ctrl_c_stops_the_parent_and_every_rank_within_5_s(to_group):
+    code = "import sys\nfrom qkv.cli import main\nmain(sys.argv[1:], prog_name='qkv')\n"
+    parent = subprocess.Popen([sys.executable, "-c", code, "ring", "-n", "2", "--T", "80000"],
+                              start_new_session=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while len(ranks := _descendants(parent.pid)) < 2:  # both ranks started
+            assert parent.poll() is None and time.monotonic() < deadline, parent.stderr.read()
+            time.sleep(0.1)
+        time.sleep(1.0)  # into the ring's rendezvous and work
+        if to_group:  # what a terminal does: SIGINT to the whole foreground group
+            os.killpg(parent.pid, signal.SIGINT)
+        else:
+            parent.send_signal(signal.SIGINT)
+        stopped = time.monotonic() + 5
+        parent.wait(timeout=5)
+        while any(map(_running, ranks)) and time.monotonic() < stopped:
+            time.sleep(0.05)
+        assert not any(map(_running, ranks)), ranks
+        assert "Traceback" not in parent.stderr.read()
+    finally:
+        if parent.poll() is None:
+            os.killpg(parent.pid, signal.SIGKILL)
+            parent.wait()
 
 
 def test_one_process_ring_is_plain_attention():

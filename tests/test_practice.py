@@ -7,6 +7,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from qkv import practice
 from qkv.practice import AnswerError, check
@@ -233,6 +235,34 @@ def test_bad_answers_of_each_type_raise_answer_error():
         for text in bad:
             with pytest.raises(AnswerError):
                 check(by_type[t], text)
+
+
+@pytest.mark.parametrize("text", [",", " , ;", "[,]", ";;"])
+def test_separators_alone_are_not_keys(text):
+    ex = practice.build("masks/hidden", 1)
+    with pytest.raises(AnswerError, match="key positions"):
+        check(ex, text)
+
+
+_ANSWER_TEXT = st.text(alphabet=st.sampled_from(list("0123456789abcdefz,;.-+/ e[](){}kMG_−\u0661")),
+                       max_size=12) | st.text(max_size=12)
+
+
+@given(text=_ANSWER_TEXT)
+@settings(max_examples=300, deadline=None)
+def test_any_text_is_a_verdict_or_an_answer_error(text):
+    # one exercise of each answer type: whatever is typed, a verdict or a message, never a crash
+    for ex in _ONE_OF_EACH_TYPE:
+        try:
+            v = check(ex, text)
+        except AnswerError as e:
+            assert str(e).startswith(("expected", "key positions"))
+        else:
+            assert isinstance(v.correct, bool) and v.expected == ex.expected_text()
+
+
+_ONE_OF_EACH_TYPE = list({e.answer_type: e for e in (practice.build(k, 0)
+                                                      for k in practice.KINDS)}.values())
 
 
 def test_keys_accept_several_spellings():

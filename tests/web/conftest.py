@@ -4,6 +4,7 @@ and Debian's Chromium driven by Playwright. Tests skip, with the reason, when a 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import threading
 import time
@@ -35,6 +36,12 @@ def _serve(app):
     server.should_exit = True
     thread.join(timeout=10)
     sock.close()
+
+
+@pytest.fixture(scope="session")
+def fuzz_examples() -> int:
+    """Cases for the schemathesis runs: QKV_FUZZ_EXAMPLES (default 2,000)."""
+    return int(os.environ.get("QKV_FUZZ_EXAMPLES", "2000"))
 
 
 @pytest.fixture(scope="session")

@@ -4,10 +4,16 @@ Each entry of ``COMMANDS`` names a click command as "module.path:attribute"; the
 imported the first time that command (or the command list in ``qkv --help``) needs it, so a
 command that pulls in torch, fastapi or matplotlib costs nothing to the others. Command modules
 keep their heavy imports inside the command function.
+
+Every failure the user can fix ends as one line ``Error: …`` with exit status 2 (``CliError``).
+Commands raise CliError for their own checks; the group turns the two failures any command can
+meet into one too: an optional package that is not installed (naming the extra that installs
+it) and an OSError from a path the user gave (``qkv heads --png /no/such/dir/x.png``).
 """
 
 from __future__ import annotations
 
+import errno
 import importlib
 
 import click
@@ -42,6 +48,34 @@ class LazyGroup(click.Group):
                             f"{type(command).__name__} at {self.lazy[name]}")
         return command
 
+    def invoke(self, ctx: click.Context):
+        then = ctx.args[:1]  # after the sub-command's name: a sub-sub-command's (lab train)
+        try:
+            return super().invoke(ctx)
+        except ModuleNotFoundError as e:
+            if _root(e.name) not in EXTRAS:  # not an optional package: a bug, keep its traceback
+                raise
+            name = ctx.invoked_subcommand
+            command = self.get_command(ctx, name)
+            if isinstance(command, click.Group) and then and then[0] in command.commands:
+                name = f"{name} {then[0]}"
+            raise CliError(f"'qkv {name}' {missing_extra(e)}") from None
+        except OSError as e:
+            if e.errno == errno.EPIPE:  # output piped into `head`: click exits quietly
+                raise
+            raise CliError(os_error_text(e)) from None
+
+
+def os_error_text(error: OSError) -> str:
+    """"cannot open '/no/dir/x.png': No such file or directory" (the path as the user gave it)."""
+    if error.filename is None:
+        return str(error.strerror or error)
+    return f"cannot open {str(error.filename)!r}: {error.strerror or error}"
+
+
+def _root(module: str | None) -> str:
+    return (module or "").split(".")[0]
+
 
 # the extra that installs each optional package a command may need
 EXTRAS = {"torch": "torch", "fastapi": "web", "uvicorn": "web", "matplotlib": "plot",
@@ -51,8 +85,8 @@ EXTRAS = {"torch": "torch", "fastapi": "web", "uvicorn": "web", "matplotlib": "p
 def missing_extra(error: ImportError) -> str:
     """'needs the Python package X: pip install 'qkv[extra]'' for a missing optional package."""
     missing = error.name or str(error)
-    extra = EXTRAS.get(missing.split(".")[0])
-    missing = missing.split(".")[0] if extra else missing
+    extra = EXTRAS.get(_root(missing))
+    missing = _root(missing) if extra else missing
     hint = f"pip install 'qkv[{extra}]'" if extra else f"pip install {missing}"
     return f"needs the Python package {missing!r}, which is not installed: {hint}"
 

@@ -1,5 +1,5 @@
-"""What the sub-commands share: the --format option, printing sections, checked numbers, and
-loading a real model with a spinner."""
+"""What the sub-commands share: the --format option, printing sections, checked numbers, seeds
+and paths, and loading a real model with a spinner."""
 
 from __future__ import annotations
 
@@ -11,6 +11,20 @@ import click
 from qkv.cli.errors import CliError
 
 FORMATS = ("rich", "plain", "markdown", "json")
+SEED = click.IntRange(0, 2**32 - 1)  # what every seeded generator (NumPy, torch) accepts
+
+
+class FilePath(click.Path):
+    """A file path option (``click.Path(dir_okay=False)``) that refuses an empty string, which
+    would otherwise read as "not given"."""
+
+    def __init__(self, **kwargs):
+        super().__init__(dir_okay=False, **kwargs)
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            self.fail(f"expected a file path, got {value!r}", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 def format_option(*, json_ok: bool = True):
@@ -47,6 +61,15 @@ def positive_float(name: str, value: float) -> float:
     if not (math.isfinite(value) and value > 0):
         raise CliError(f"{name} must be a finite number > 0, got {value}")
     return value
+
+
+def require(*packages: str) -> None:
+    """Import optional packages up front, so a missing one is reported (the group names its
+    extra) before any output or work starts."""
+    import importlib
+
+    for package in packages:
+        importlib.import_module(package)
 
 
 def load_model(name: str):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from qkv.explain import scenes
-from qkv.cli.common import echo_sections, format_option, model_or_error, positive_float
+from qkv.cli.common import (FilePath, echo_sections, format_option, model_or_error,
+                             positive_float)
 from qkv.cli.errors import CliError
 
 
@@ -34,14 +35,14 @@ def _token(text: str | None):
               help="Which head to walk through in a multi-head scene (from 0).  "
                    "Example: --preset two-heads --head 1")
 @format_option()
-@click.option("--png", type=click.Path(dir_okay=False), metavar="FILE",
+@click.option("--png", type=FilePath(), metavar="FILE",
               help="Also write a heatmap of the weights (queries × keys, masked cells marked, "
                    "the selected row outlined); needs matplotlib.  Example: --png weights.png")
 @click.option("--model", "model_name", metavar="NAME",
               help="A real pretrained model instead of a preset (minilm-l6, smollm2-135m); use "
                    "with --text, --layer and --head.  Example: --model smollm2-135m --text "
                    "'The cat sat on the mat' --layer 3 --head 2")
-@click.option("--checkpoint", type=click.Path(dir_okay=False), metavar="FILE",
+@click.option("--checkpoint", type=FilePath(), metavar="FILE",
               help="A Mini-GPT checkpoint from 'qkv lab train' instead of a preset; use with "
                    "--text and --layer.  Example: --checkpoint minigpt.npz --text 'he often ___'")
 @click.option("--text", metavar="TEXT", help="The sentence to run through --model or --checkpoint.")

@@ -6,7 +6,7 @@ import time
 
 import click
 
-from qkv.cli.common import model_or_error
+from qkv.cli.common import SEED, model_or_error
 from qkv.cli.errors import CliError
 
 
@@ -19,7 +19,7 @@ from qkv.cli.errors import CliError
               help="0 = greedy; higher samples more freely")
 @click.option("--top-k", default=None, type=click.IntRange(min=1),
               help="sample only among the k most likely tokens")
-@click.option("--seed", default=None, type=int, help="seed for sampling")
+@click.option("--seed", default=None, type=SEED, help="seed for sampling")
 @click.option("--chat/--raw", default=True, show_default=True,
               help="wrap the prompt in the model's chat template, or continue it as raw text")
 def generate(model_name, prompt, max_new_tokens, temperature, top_k, seed, chat):

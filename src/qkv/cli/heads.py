@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from qkv import models
-from qkv.cli.common import model_or_error
+from qkv.cli.common import FilePath, model_or_error
 from qkv.cli.errors import CliError
 from qkv.models import patterns
 
@@ -14,7 +14,7 @@ from qkv.models import patterns
 @click.option("--model", "model_name", default="minilm-l6", show_default=True,
               type=click.Choice(models.names()), help="which pretrained model")
 @click.option("--text", required=True, help="the sentence to run through the model")
-@click.option("--png", type=click.Path(dir_okay=False, writable=True),
+@click.option("--png", type=FilePath(writable=True),
               help="also draw every head's attention matrix into this PNG file")
 def heads(model_name: str, text: str, png: str | None):
     """A layers × heads grid naming what each attention head does on TEXT.

@@ -7,7 +7,7 @@ import math
 
 import click
 
-from qkv.cli.common import echo_sections, format_option
+from qkv.cli.common import SEED, FilePath, echo_sections, format_option, require
 from qkv.cli.errors import CliError
 
 EXPERIMENTS = {
@@ -60,8 +60,9 @@ def emit(result, fmt: str, png: str | None) -> None:
 
 def _experiment(name: str, doc: str):
     @click.command(name, help=doc)
-    @click.option("--seed", default=0, show_default=True, help="random seed (default_rng).")
-    @click.option("--png", type=click.Path(dir_okay=False), default=None,
+    @click.option("--seed", default=0, show_default=True, type=SEED,
+                  help="random seed (default_rng).")
+    @click.option("--png", type=FilePath(), default=None,
                   help="also draw the figure to this PNG file.  Example: --png scaling.png")
     @format_option()
     def command(seed: int, png: str | None, fmt: str):
@@ -103,13 +104,13 @@ for _name, _doc in {
 @lab.command("train")
 @click.option("--steps", default=300, show_default=True, type=click.IntRange(1),
               help="optimizer steps (batches of 64 sentences).")
-@click.option("--seed", default=0, show_default=True, help="seed for weights and data.")
-@click.option("--out", default="minigpt.npz", show_default=True, type=click.Path(dir_okay=False),
+@click.option("--seed", default=0, show_default=True, type=SEED, help="seed for weights and data.")
+@click.option("--out", default="minigpt.npz", show_default=True, type=FilePath(),
               help="where to save the checkpoint (.npz).")
 @click.option("--compare", is_flag=True,
               help="also train without ÷√d_k (scores 4× larger) and with τ = 4 (4× smaller), and "
                    "compare gradient norms and learning curves.")
-@click.option("--png", type=click.Path(dir_okay=False), default=None,
+@click.option("--png", type=FilePath(), default=None,
               help="draw the agreement head's weights on an example sentence.")
 @format_option()
 def train_command(steps: int, seed: int, out: str, compare: bool, png: str | None, fmt: str):
@@ -121,6 +122,7 @@ def train_command(steps: int, seed: int, out: str, compare: bool, png: str | Non
       qkv lab train --steps 300 --out minigpt.npz --png head.png
       qkv explain --checkpoint minigpt.npz --text "he often ___"
     """
+    require("torch")
     from qkv.lab import minigpt, report, train
 
     runs = {"÷√d_k, τ = 1": train_with_progress(train, steps=steps, seed=seed)}

@@ -6,7 +6,7 @@ import json
 
 import click
 
-from qkv.cli.common import echo_sections, format_option
+from qkv.cli.common import echo_sections, format_option, positive_float
 from qkv.cli.errors import CliError
 
 
@@ -38,6 +38,7 @@ def ring(world_size, T, heads, d, causal, dtype, grad, timeout, fmt):
       qkv ring --world-size 2 --T 4096
       qkv ring -n 4 --T 1001 --causal --dtype float64 --grad
     """
+    timeout = positive_float("--timeout", timeout)
     from qkv.distributed import check, launch
 
     setup = check.Setup(T=T, heads=heads, d=d, causal=causal, dtype=dtype, grad=grad)
@@ -68,7 +69,7 @@ def _sections(report, results):
     from qkv.explain.format import Table, section
 
     mib = 2**20
-    rows = tuple((str(r["rank"]), f"{r['start']}–{r['stop'] - 1}", f"{r['seconds']:.3f}",
+    rows = tuple((str(r["rank"]), _positions(r["start"], r["stop"]), f"{r['seconds']:.3f}",
                   f"{r.get('bytes_sent', 0) / mib:.2f}", f"{r['peak_growth_bytes'] / mib:.1f}")
                  for r in results)
     table = Table(("rank", "positions", "seconds", "MiB sent", "peak growth MiB"), rows)
@@ -90,3 +91,8 @@ def _sections(report, results):
     title = (f"ring attention: N = {report['world_size']}, T = {s['T']}, heads = {s['heads']}, "
              f"d = {s['d']}, {'causal' if s['causal'] else 'full'}, {s['dtype']}")
     return [section(title, table, *lines)]
+
+
+def _positions(start: int, stop: int) -> str:
+    """'0–9', or 'none' for a rank with an empty slice (T < N)."""
+    return f"{start}–{stop - 1}" if stop > start else "none"

@@ -1,12 +1,27 @@
-"""Start N local processes on gloo (127.0.0.1), run a function in each, collect the results."""
+"""Start N local processes on gloo (127.0.0.1), run a function in each, collect the results.
+
+Each rank sends its result, or its error in one line, back through its own pipe; nothing is
+written to disk. The first rank to fail stops the others at once (SIGTERM, then SIGKILL), and
+so does Ctrl-C in the parent: no rank outlives ``run``. Ranks ignore SIGINT themselves (a
+terminal's Ctrl-C reaches the whole process group) and die with their parent (Linux).
+"""
 
 from __future__ import annotations
 
+import multiprocessing
+import signal
 import socket
 import time
-import traceback
 from datetime import timedelta
+from multiprocessing.connection import wait
 from typing import NamedTuple
+
+GRACE_S = 2.0  # after SIGTERM, before SIGKILL
+
+
+class _Failure(NamedTuple):
+    at: float  # time.monotonic() when the rank failed (one clock for every process)
+    message: str  # "rank 3: ValueError: …"
 
 
 def free_port() -> int:
@@ -17,60 +32,104 @@ def free_port() -> int:
 
 def run(fn, world_size: int, *args, timeout_s: float = 60.0) -> list:
     """``fn(rank, world_size, *args)`` in ``world_size`` processes; their return values in rank
-    order. A rank that raises makes this raise RuntimeError naming the rank and its error; the
-    other ranks are stopped (their collectives also time out after ``timeout_s``)."""
-    import torch.multiprocessing as mp
-
+    order. A rank that raises makes this raise RuntimeError naming the rank and its error (the
+    first to fail: its neighbours then fail on the closed connection); the other ranks are
+    stopped at once. Collectives time out after ``timeout_s``."""
     if world_size < 1:
         raise ValueError(f"world_size must be ≥ 1, got {world_size}")
-    results = mp.get_context("spawn").SimpleQueue()
+    ctx = multiprocessing.get_context("spawn")
     port = free_port()
-    out = []
+    pipes, procs = [], []
     try:
-        procs = mp.start_processes(_worker, args=(world_size, port, timeout_s, fn, args, results),
-                                   nprocs=world_size, join=False, start_method="spawn")
-        # read while waiting: a rank blocks on a full pipe until its result is taken
-        while not procs.join(timeout=0.05):
-            while not results.empty():
-                out.append(results.get())
-    except mp.ProcessRaisedException as e:
-        while not results.empty():
-            out.append(results.get())
-        failures = sorted(v for _, v in out if isinstance(v, _Failure))
-        first = failures[0].message if failures else _last_line(str(e))
-        raise RuntimeError(f"a rank failed, so the ring stopped: {first}") from None
-    except mp.ProcessExitedException as e:
-        raise RuntimeError(f"a rank exited early (exit code {e.exit_code}), so the ring "
-                           f"stopped") from None
-    while not results.empty():
-        out.append(results.get())
-    return [value for _, value in sorted(out, key=lambda rv: rv[0])]
-
-
-def _worker(rank, world_size, port, timeout_s, fn, args, results):
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=world_size, timeout=timedelta(seconds=timeout_s))
-    try:
-        results.put((rank, fn(rank, world_size, *args)))
-    except Exception as e:
-        # the first failure is the cause; its neighbours then fail on the closed connection
-        message = f"rank {rank}: {type(e).__name__}: {e}"
-        results.put((rank, _Failure(time.monotonic(), message)))
-        raise RuntimeError(f"{message}\n{traceback.format_exc()}") from None
+        for rank in range(world_size):
+            receive, send = ctx.Pipe(duplex=False)
+            p = ctx.Process(target=_worker, name=f"qkv-ring-rank-{rank}", daemon=True,
+                            args=(rank, world_size, port, timeout_s, fn, args, send))
+            p.start()
+            send.close()  # the child holds the only write end: EOF when it dies
+            pipes.append(receive)
+            procs.append(p)
+        return _collect(pipes, procs)
     finally:
-        dist.destroy_process_group()
+        _stop(procs)
+        for c in pipes:
+            c.close()
 
 
-class _Failure(NamedTuple):
-    at: float  # time.monotonic() when the rank failed
-    message: str
+def _collect(pipes, procs) -> list:
+    results: dict[int, object] = {}
+    failures: list[_Failure] = []
+    open_pipes = dict(enumerate(pipes))
+    while open_pipes and not failures:
+        for c in wait(list(open_pipes.values())):
+            rank = pipes.index(c)
+            try:
+                value = c.recv()
+            except EOFError:  # the rank died without a word (killed, or a crash in C++)
+                del open_pipes[rank]
+                procs[rank].join(GRACE_S)
+                if rank not in results:
+                    code = procs[rank].exitcode
+                    failures.append(_Failure(time.monotonic(), f"rank {rank} exited early "
+                                                               f"(exit code {code})"))
+                continue
+            if isinstance(value, _Failure):
+                failures.append(value)
+            else:
+                results[rank] = value
+    if failures:
+        # neighbours of the failing rank may report within moments; the earliest is the cause
+        for c in wait(list(open_pipes.values()), timeout=0.2):
+            try:
+                value = c.recv()
+            except EOFError:
+                continue
+            if isinstance(value, _Failure):
+                failures.append(value)
+        raise RuntimeError(f"a rank failed, so the ring stopped: {min(failures).message}")
+    return [results[r] for r in range(len(procs))]
 
 
-def _last_line(text: str) -> str:
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    for ln in lines:
-        if ln.startswith("RuntimeError: rank "):
-            return ln.removeprefix("RuntimeError: ")
-    return lines[-1] if lines else text
+def _stop(procs) -> None:
+    """SIGTERM every rank still running, SIGKILL those still there after GRACE_S."""
+    for p in procs:
+        if p.is_alive():
+            p.terminate()
+    deadline = time.monotonic() + GRACE_S
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+        if p.is_alive():
+            p.kill()
+            p.join()
+
+
+def _worker(rank, world_size, port, timeout_s, fn, args, pipe):
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides; it stops us with SIGTERM
+    _die_with_parent()
+    try:
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                world_size=world_size, timeout=timedelta(seconds=timeout_s))
+        value = fn(rank, world_size, *args)
+    except Exception as e:
+        pipe.send(_Failure(time.monotonic(), f"rank {rank}: {type(e).__name__}: {_one_line(e)}"))
+        raise SystemExit(1) from None
+    pipe.send(value)
+    dist.destroy_process_group()
+
+
+def _one_line(e: Exception) -> str:
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    return lines[0] if lines else "(no message)"
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (no-op elsewhere)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass

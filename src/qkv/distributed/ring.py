@@ -78,8 +78,8 @@ class _Ring(torch.autograd.Function):
         for step in range(ring.size):
             owner = ring.owner(step)
             pending = ring.pass_on(block, owner) if step < ring.size - 1 else None
-            mask = ring.causal_mask(owner) if plan.causal else None
-            if mask is not False:  # False: every key is hidden, skip the block
+            mask = ring.mask(owner, plan.causal)
+            if mask is not False:  # False: no query sees a key of this block, skip it
                 for rows in _row_chunks(q, block[0], plan.chunk_bytes):
                     m = None if mask is None else mask[rows]
                     masked = _masked_scores(q[..., rows, :], block[0], plan, m)
@@ -105,7 +105,7 @@ class _Ring(torch.autograd.Function):
         for step in range(ring.size):
             owner = ring.owner(step)
             kb, vb, dk, dv = block
-            mask = ring.causal_mask(owner) if plan.causal else None
+            mask = ring.mask(owner, plan.causal)
             if mask is not False:
                 for rows in _row_chunks(q, kb, plan.chunk_bytes):
                     qc, dzc = q[..., rows, :], dz[..., rows, :]
@@ -159,12 +159,15 @@ class _Neighbours:
         """The rank whose K/V block this rank holds at ``step``."""
         return (self.rank - step) % self.size
 
-    def causal_mask(self, owner: int):
+    def mask(self, owner: int, causal: bool):
         """Mask of this rank's queries against ``owner``'s keys: None when all are visible,
-        False when none are, else a boolean (L_r, S_owner) matrix (True = may attend)."""
+        False when none are (or either slice is empty: T < N leaves some ranks none), else a
+        boolean (L_r, S_owner) matrix (True = may attend)."""
         q0, q1 = self.starts[self.rank], self.starts[self.rank] + self.lengths[self.rank]
         k0, k1 = self.starts[owner], self.starts[owner] + self.lengths[owner]
-        if k1 - 1 <= q0:
+        if q1 == q0 or k1 == k0:
+            return False
+        if not causal or k1 - 1 <= q0:
             return None
         if k0 > q1 - 1:
             return False
@@ -174,7 +177,8 @@ class _Neighbours:
 
     def pass_on(self, tensors, owner: int):
         """Send ``tensors`` (owned by ``owner``) to the next rank and receive the previous rank's
-        block; returns a handle whose ``wait()`` gives the received tensors."""
+        block; returns a handle whose ``wait()`` gives the received tensors. Empty blocks are
+        neither sent nor received (both ends know every slice's length)."""
         incoming = (owner - 1) % self.size
         bufs = []
         ops_ = []
@@ -182,10 +186,12 @@ class _Neighbours:
             shape = (*t.shape[:-2], self.lengths[incoming], t.shape[-1])
             buf = torch.empty(shape, dtype=t.dtype, device=t.device)
             bufs.append(buf)
-            ops_.append(dist.P2POp(dist.isend, t.contiguous(), self.next, self.group))
-            ops_.append(dist.P2POp(dist.irecv, buf, self.prev, self.group))
-            self.bytes_sent += t.numel() * t.element_size()
-        requests = dist.batch_isend_irecv(ops_)
+            if t.numel():
+                ops_.append(dist.P2POp(dist.isend, t.contiguous(), self.next, self.group))
+                self.bytes_sent += t.numel() * t.element_size()
+            if buf.numel():
+                ops_.append(dist.P2POp(dist.irecv, buf, self.prev, self.group))
+        requests = dist.batch_isend_irecv(ops_) if ops_ else []
         return _Pending(requests, tuple(bufs))
 
 

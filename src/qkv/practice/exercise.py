@@ -174,7 +174,7 @@ def _parse_keys(text: str, size: int) -> tuple[int, ...]:
     if s in ("none", "-", "no", "0 keys", ""):
         return ()
     items = [p for p in re.split(r"[\s,;]+", s) if p]
-    if not all(re.fullmatch(r"\d+", p) for p in items):
+    if not items or not all(re.fullmatch(r"\d+", p) for p in items):  # "," holds no position
         raise AnswerError(f"expected key positions 0–{size - 1} separated by spaces, or 'none', "
                           f"got {text!r}")
     keys = sorted({int(p) for p in items})

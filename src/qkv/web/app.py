@@ -9,7 +9,9 @@
     GET  /api/openapi.json      the schema (interactive docs are off: they would need a CDN)
 
 Every error is a 4xx JSON body {"message": "field: what was expected, what came", "detail": [...]}
-(errors.py).
+(errors.py); a body past schemas.MAX_BODY_BYTES is a 413 in that shape, HEAD is answered on every
+GET route (guards.py). Endpoints are sync ``def``: the engine and the models run in the server's
+thread pool, never on the event loop, so one slow request does not stall the others.
 """
 
 from __future__ import annotations
@@ -22,36 +24,9 @@ from fastapi.staticfiles import StaticFiles
 
 from qkv.trace import STEPS
 from qkv.web import errors, models, practice, scenes, schemas
+from qkv.web.guards import BodyLimit, HeadAsGet, SecurityHeaders
 
 STATIC = Path(__file__).parent / "static"
-
-# The page loads nothing from anywhere but this server.
-SECURITY_HEADERS = {
-    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
-                               "style-src 'self'; script-src 'self'; connect-src 'self'; "
-                               "base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-}
-
-
-class SecurityHeaders:
-    """ASGI middleware adding SECURITY_HEADERS to every HTTP response."""
-
-    def __init__(self, app):
-        self.app = app
-        self.headers = [(k.lower().encode(), v.encode()) for k, v in SECURITY_HEADERS.items()]
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-
-        async def send_with_headers(message):
-            if message["type"] == "http.response.start":
-                message = {**message, "headers": [*message.get("headers", []), *self.headers]}
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)
 
 
 def limits() -> dict:
@@ -61,7 +36,8 @@ def limits() -> dict:
             "max_heads": schemas.MAX_HEADS, "max_token_chars": schemas.MAX_TOKEN_CHARS,
             "tau_min": schemas.TAU_MIN, "tau_max": schemas.TAU_MAX,
             "model_page_tokens": models.MODEL_PAGE_TOKENS, "model_max_chars": models.MAX_CHARS,
-            "max_answer_chars": practice.MAX_ANSWER_CHARS}
+            "max_answer_chars": practice.MAX_ANSWER_CHARS,
+            "max_body_bytes": schemas.MAX_BODY_BYTES}
 
 
 def create_app(*, model_pool=None) -> FastAPI:
@@ -74,7 +50,9 @@ def create_app(*, model_pool=None) -> FastAPI:
                   description="Query-key-value attention with every number from qkv's engine.")
 
     errors.install(app)
-    app.add_middleware(SecurityHeaders)
+    app.add_middleware(BodyLimit, max_bytes=schemas.MAX_BODY_BYTES)
+    app.add_middleware(HeadAsGet)
+    app.add_middleware(SecurityHeaders)  # added last: outermost, so every answer carries them
 
     @app.get("/api/limits")
     def get_limits() -> dict:

@@ -1,5 +1,8 @@
 """How the simulator's API answers bad requests: a 4xx JSON body naming the field,
-{"message": "field: what was expected, what came", "detail": [...]}, never a 5xx."""
+{"message": "field: what was expected, what came", "detail": [...]}, never a 5xx.
+
+A message quotes at most ECHO_CHARS characters of what the client sent (``shown``), so an
+error is never a way to make the server repeat a long input back."""
 
 from __future__ import annotations
 
@@ -7,6 +10,16 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+ECHO_CHARS = 200
+
+
+def shown(value, limit: int = ECHO_CHARS) -> str:
+    """repr(value), cut to ``limit`` characters with the full length said when it is longer."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text):,} characters)"
 
 
 class FieldError(ValueError):
@@ -24,8 +37,13 @@ def error_response(status: int, items: list[dict]) -> JSONResponse:
 
 
 def _where(loc) -> str:
-    parts = [str(p) for p in loc if p not in ("body", "path", "query")]
+    parts = [_clip(str(p)) for p in loc if p not in ("body", "path", "query")]
     return ".".join(parts) or "body"
+
+
+def _clip(name: str, limit: int = 64) -> str:
+    """A field name from the request (an unexpected key can be any length)."""
+    return name if len(name) <= limit else f"{name[:limit]}…"
 
 
 def install(app: FastAPI) -> None:
@@ -33,7 +51,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError):
-        items = [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""),
+        items = [{"loc": [_clip(p) if isinstance(p, str) else p for p in e.get("loc", ())],
+                  "msg": e.get("msg", ""),
                   "type": e.get("type", "")} for e in exc.errors()]
         return error_response(422, items)
 

@@ -26,7 +26,7 @@ from qkv import models
 from qkv.steps import kv_head
 from qkv.trace import Trace
 from qkv.web import views
-from qkv.web.errors import FieldError
+from qkv.web.errors import FieldError, shown
 from qkv.web.schemas import Section, Selected
 
 MODEL_PAGE_TOKENS = 32  # the page's limit: a 32 × 32 heatmap per head stays readable
@@ -157,7 +157,7 @@ def run(pool: ModelPool, req: ModelTraceRequest) -> dict:
     """The API's answer (see ``ModelTraceResponse``)."""
     if not req.text.strip():
         raise FieldError("text", f"text must contain at least one non-space character, got "
-                                 f"{req.text!r}")
+                                 f"{shown(req.text)}")
     m = pool.get(req.model)
     try:
         m.encode(req.text, limit=MODEL_PAGE_TOKENS)

@@ -4,6 +4,8 @@
     GET  /api/practice?topic=&kind=&seed=  one exercise, without its answer
     POST /api/practice/check             {kind, seed, answer} → verdict and worked solution
 
+Endpoints are sync ``def``: exercises are built by the engine in the server's thread pool.
+
 A text that is not an answer of the expected form ("twelve" for a number) is a valid request:
 it is answered 200 with ``valid: false`` and a message, so the learner can try again. Unknown
 kinds, bad seeds, missing or extra fields are 422.
@@ -22,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from qkv import practice
 from qkv.practice.bank import MAX_SEED
 from qkv.web.errors import FieldError
+from qkv.web.schemas import MAX_NAME_CHARS
 
 router = APIRouter()
 
@@ -44,7 +47,8 @@ class CheckRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
         {"kind": "sizes/d_head", "seed": 1, "answer": "64"}]})
 
-    kind: str = Field(description="an exercise kind (GET /api/practice/topics)")
+    kind: str = Field(max_length=MAX_NAME_CHARS,
+                      description="an exercise kind (GET /api/practice/topics)")
     seed: int = Field(strict=True, ge=0, le=MAX_SEED)
     answer: str = Field(max_length=MAX_ANSWER_CHARS, description="as a learner types it")
 
@@ -70,17 +74,18 @@ def _exercise(kind: str, seed: int, field: str = "kind") -> practice.Exercise:
 
 
 @router.get("/api/practice/topics")
-async def topics() -> dict[str, list[str]]:
+def topics() -> dict[str, list[str]]:
     """Each topic with its exercise kinds."""
     return {t: practice.kinds(t) for t in practice.TOPICS}
 
 
 @router.get("/api/practice", response_model=PracticeExercise,
             responses={422: {"description": "unknown topic or kind, or a bad seed"}})
-async def exercise(topic: Topic = "all",
-                   kind: str | None = Query(None, max_length=64, description="overrides topic"),
-                   seed: int | None = Query(None, ge=0, le=MAX_SEED,
-                                            description="default: a fresh one")):
+def exercise(topic: Topic = "all",
+             kind: str | None = Query(None, max_length=MAX_NAME_CHARS,
+                                      description="overrides topic"),
+             seed: int | None = Query(None, ge=0, le=MAX_SEED,
+                                      description="default: a fresh one")):
     """One exercise (the seed picks the kind within the topic, then its numbers)."""
     if seed is None:
         seed = secrets.randbelow(MAX_SEED + 1)
@@ -96,7 +101,7 @@ async def exercise(topic: Topic = "all",
 
 @router.post("/api/practice/check", response_model=Verdict,
              responses={422: {"description": "unknown kind, bad seed, missing or extra field"}})
-async def check(req: CheckRequest):
+def check(req: CheckRequest):
     """Judge an answer: the exercise is rebuilt from (kind, seed) and checked by the engine."""
     ex = _exercise(req.kind, req.seed)
     try:

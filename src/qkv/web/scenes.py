@@ -14,13 +14,19 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-from fastapi import APIRouter
+from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 
 from qkv.explain import scenes
 from qkv.web import views
 from qkv.web.errors import FieldError
-from qkv.web.schemas import SceneData, SceneInfo, TraceRequest, TraceResponse
+from qkv.web.schemas import (
+    MAX_NAME_CHARS,
+    SceneData,
+    SceneInfo,
+    TraceRequest,
+    TraceResponse,
+)
 
 router = APIRouter()
 
@@ -33,7 +39,7 @@ def list_presets():
 
 @router.get("/api/presets/{name}", response_model=SceneData,
             responses={404: {"description": "unknown preset"}})
-def get_preset(name: str):
+def get_preset(name: str = Path(max_length=MAX_NAME_CHARS)):
     """One scene with its numbers, weights with a head axis (single-head: 1 head)."""
     return scene_data(load_preset(name, field="name"))
 

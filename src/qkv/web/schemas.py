@@ -21,6 +21,11 @@ MAX_HEADS = 8
 MAX_ABS = 1000.0  # |every X and W entry|: keeps every score finite in float64
 TAU_MIN, TAU_MAX = 0.001, 1000.0  # τ: the page's slider spans 0.05–10
 MAX_TOKEN_CHARS = 32
+MAX_NAME_CHARS = 64  # preset and exercise-kind names
+# The largest scene request: x (64, 64), W_Q, W_K, W_V, W_O (8, 64, 64), b_O (64,), 135,232
+# numbers, each at most 26 bytes as JSON ("-2.2250738585072014e-308, ") = 3.5 MB with tokens
+# and brackets. Bodies past this are refused (413) before they are parsed.
+MAX_BODY_BYTES = 4 * 1024 * 1024
 
 # A number: a JSON int or float (not a string, not a bool), finite, |value| ≤ MAX_ABS.
 Number = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-MAX_ABS, le=MAX_ABS)]
@@ -38,7 +43,8 @@ class TraceRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
         {"preset": "cat-sat", "select": 2, "temperature": 0.5, "causal": True}]})
 
-    preset: str = Field("cat-sat", description="built-in scene to start from (GET /api/presets)")
+    preset: str = Field("cat-sat", max_length=MAX_NAME_CHARS,
+                        description="built-in scene to start from (GET /api/presets)")
     tokens: Annotated[list[Token], Field(min_length=1, max_length=MAX_SCENE_TOKENS)] | None = Field(
         None, description="token labels, one per row of x; default: the preset's")
     x: Matrix_X | None = Field(None, description="input vectors X (L, d_model)")
