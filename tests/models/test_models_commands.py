@@ -103,6 +103,27 @@ def test_generate_streams_the_greedy_continuation(runner, reference):
     assert "3 tokens in" in res.stderr
 
 
+def test_generate_takes_the_prompt_as_an_argument_or_with_prompt(runner, reference):
+    prompt = str(reference["smollm2/greedy/prompt"])
+    outputs = []
+    for args in ([prompt], ["--prompt", prompt]):
+        res = runner.invoke(generate, [*args, "--raw", "--max-new-tokens", "2"])
+        assert res.exit_code == 0, res.output
+        outputs.append(res.stdout)
+    assert outputs[0] == outputs[1] and outputs[0].startswith(" Paris")
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], 'give a prompt, e.g. qkv generate "The capital of France is" (or --prompt TEXT)'),
+    (["a cat", "--prompt", "a dog"], "give the prompt once, as the argument or with --prompt, "
+                                     "not both; got 'a cat' and --prompt 'a dog'"),
+])
+def test_generate_needs_exactly_one_prompt(args, message):
+    res = click_testing.CliRunner().invoke(generate, args)
+    assert res.exit_code == 2
+    assert res.output.strip() == f"Error: {message}"
+
+
 def test_generate_missing_package_is_a_clear_error(monkeypatch):
     from qkv.models import ModelNotInstalled
 
