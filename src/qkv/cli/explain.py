@@ -212,13 +212,11 @@ def _explain_trace(trace, select, head, fmt, png, *, title: str, about: str):
     if fmt == "json":
         click.echo(trace.to_json())
         return
-    from qkv.explain.walkthrough import walkthrough
     from qkv.explain.format import Section
-
-    from qkv.explain.walkthrough import visible
+    from qkv.explain.walkthrough import labels, visible, walkthrough
 
     intro = Section(f"{title}, head {head}",
                     (f"{len(tokens)} tokens: " + " ".join(visible(t) for t in tokens),
-                     f"query: {visible(tokens[i])} (position {i})"
+                     f"query: {labels(tokens, len(tokens))[i]} (position {i})"
                      + (f" · {about}" if about else "")))
     echo_sections([intro, *walkthrough(trace, i, head=head)], fmt)
