@@ -52,7 +52,7 @@ def test_sizes_options_and_overrides():
 
 def test_markdown_and_rich():
     md = run("--model", "mini-gpt", "--format", "markdown").stdout
-    assert "| `W_O` | `64 × 64` | `4,096` |" in md
+    assert "| W\\_O | 64 × 64 | 4,096 |" in md
     rich = run("--model", "mini-gpt")
     assert rich.exit_code == 0 and "\x1b[" not in rich.output and "16,384" in rich.output
 

@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 import struct
 
 import numpy as np
@@ -144,13 +145,29 @@ def test_json_round_trips_through_trace_from_json():
     assert trace.settings["causal"] == "bottom-right"
 
 
-def test_markdown_has_headings_and_pipe_tables():
+def test_markdown_renders_as_markdown():
+    """Rendered by an independent CommonMark parser: prose is text, arithmetic is code, tables
+    are tables, and tokens such as ___ stay literal (no emphasis, no stray backslashes)."""
+    from markdown_it import MarkdownIt
+
     result = run("--preset", "agreement", "--format", "markdown")
     assert result.exit_code == 0
     out = result.stdout
     assert "## 1. input vectors X (8×4, one row per token)" in out
-    assert "| `___` | `0.00` | `0.00` | `0.00` | `1.00` |" in out  # the blank kept literal
-    assert "|:---|---:|---:|---:|---:|" in out
+    html = MarkdownIt("commonmark").enable("table").render(out)
+    assert "<em>" not in html and "<strong>" not in html and "\\" not in html
+    assert html.count("<h2>") == 7  # the intro, steps 1-5, formula
+    cells = re.sub(r' style="[^"]*"', "", html).replace("\n", "")
+    assert "<td>___</td><td>0.00</td><td>0.00</td><td>0.00</td><td>1.00</td>" in cells
+    assert "<th></th><th>x[0]</th><th>x[1]</th>" in cells
+    # prose is paragraphs of plain text, not code
+    assert "<p>selected query: ___ (position 7)</p>" in html
+    assert "<p>___ attends most to he (weight 0.939)</p>" in html
+    # worked arithmetic is one code block per run of lines, kept verbatim
+    assert ("<pre><code class=\"language-text\">  q[___]·k[he] = 3.00×2.00 + 1.00×1.00 = 7.00\n"
+            "</code></pre>") in html
+    assert "sum of weights = 1.000\nentropy" in html
+    assert "<code>" not in html.replace('<code class="language-text">', "")
 
 
 def test_rich_format_prints_tables_without_colour_codes_when_piped():
@@ -159,6 +176,84 @@ def test_rich_format_prints_tables_without_colour_codes_when_piped():
     assert "\x1b[" not in result.output
     assert "z[subject] = [0.54, 2.19]" in result.output
     assert row(section(result.output, "4."), "verb")[-1] == "0.731"
+
+
+def test_select_token_at_position_as_the_rows_are_labelled():
+    scene = presets.load("cat-sat")
+    w, _ = reference(scene)
+    for sel, i in (("the@4", 4), ("the@0", 0), ("cat@1", 1), ("the", 0)):
+        out = plain("--select", sel)
+        assert f"query: {['the@0', 'cat', 'sat', 'on', 'the@4', 'mat'][i]} (position {i})" in out
+        printed = [row(section(out, "4."), t)[-1] for t in ("the@0", "sat", "the@4")]
+        assert printed == [f"{w[i, j]:.3f}" for j in (0, 2, 4)]
+    result = run("--select", "the@3")
+    assert result.exit_code == 2
+    assert result.output.strip() == ("Error: 'the@3': position 3 holds 'on', not 'the'; choose one "
+                                     "of ['the@0', 'cat', 'sat', 'on', 'the@4', 'mat']")
+    result = run("--select", "mat@9")
+    assert result.exit_code == 2
+    assert result.output.strip() == ("Error: 'mat@9': position 9 is past the last token; "
+                                     "positions run 0-5")
+
+
+def test_the_highest_score_written_out_is_among_the_visible_keys():
+    scene = presets.load("cat-sat")
+    q, k = scene.x @ scene.W_Q, scene.x @ scene.W_K  # (6, 3)
+    scores = q[1] @ k.T  # (6,) for the query 'cat'
+    assert int(np.argmax(scores)) == 2  # 'sat' scores highest, but the causal mask hides it
+    out = plain("--select", "cat", "--causal")
+    terms = " + ".join(f"{a:.2f}×{b:.2f}" for a, b in zip(q[1], k[1]))
+    assert "term by term, the highest one among the keys it may see:" in out
+    assert f"q[cat]·k[cat] = {terms} = {scores[1]:.2f}" in out
+    assert "q[cat]·k[sat]" not in out
+    assert "q[cat]·k[sat]" in plain("--select", "cat")  # unmasked, 'sat' is the one
+
+
+SUM = re.compile(r"^(z\[\d+\]|q\[.+?\]\[\d+\]|q\[.+?\]·k\[.+?\]) = (.+) ([=≈]) (-?\d+\.\d\d)$")
+
+
+def shown_sum(lhs: str, terms: str) -> float:
+    """What the terms printed on a line add up to, read back from the text."""
+    parts = [t.strip("()") for t in terms.split(" + ")]
+    if lhs.startswith("z"):
+        return sum(float(t) for t in parts)
+    return sum(float(a) * float(b.strip("()")) for a, b in (t.split("×") for t in parts))
+
+
+@pytest.mark.parametrize("name", presets.names())
+def test_rounded_terms_add_up_to_the_total_shown_or_say_so(name):
+    scene = presets.load(name)
+    checked = approximate = 0
+    for causal in (False, True):
+        for i in range(len(scene.tokens)):
+            out = plain("--preset", name, "--select", str(i), *(["--causal"] if causal else []))
+            for line in out.splitlines():
+                m = SUM.match(line.strip())
+                if not m or "…" in line:
+                    continue
+                lhs, terms, sign, total = m.groups()
+                adds_up = f"{shown_sum(lhs, terms) + 0.0:.2f}".replace("-0.00", "0.00") == total
+                assert sign == ("=" if adds_up else "≈"), line
+                checked += 1
+                approximate += sign == "≈"
+            if "≈" in out:
+                assert "≈: the terms are shown rounded" in out
+            weights = section(out, "4.")
+            header = next(n for n, line in enumerate(weights) if line.startswith("key"))
+            body = [line.split() for line in weights[header + 1:header + 1 + len(scene.tokens)]]
+            for col, what, line_start in ((-1, "weights", "sum of weights = "),
+                                          (-2, "e^ values", "weight = e^(masked")):
+                line = next((x for x in weights if x.startswith(line_start)), None)
+                if line is None:  # a fully masked row has no sum
+                    continue
+                total = re.search(r"(?:= |÷ )(\d+\.\d{3})(?: |$)", line).group(1)
+                shown = f"{sum(float(r[col]) for r in body):.3f}"
+                if shown != total:
+                    assert f"(the {what} shown are rounded to 3 decimals: they add up to " \
+                           f"{shown})" in line
+    assert checked >= 4 * len(scene.tokens)
+    if name == "cat-sat":
+        assert approximate > 0  # z[1] of 'sat' prints terms adding to 0.59 beside z = 0.58
 
 
 def png_size(path) -> tuple[int, int]:

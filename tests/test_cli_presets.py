@@ -27,5 +27,5 @@ def test_json_names_the_default_and_the_heads():
 
 def test_markdown_is_a_pipe_table():
     out = CliRunner().invoke(main, ["presets", "--format", "markdown"]).output
-    assert "| `name` | `heads` |" in out
-    assert "| `two-heads` | `2` |" in out
+    assert "| name | heads |" in out
+    assert "| two-heads | 2 |" in out

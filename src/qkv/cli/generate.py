@@ -13,7 +13,9 @@ from qkv.cli.errors import CliError
 @click.command()
 @click.option("--model", "model_name", default="smollm2-135m", show_default=True,
               type=click.Choice(["smollm2-135m"]), help="a causal language model")
-@click.option("--prompt", required=True, help="what the model continues")
+@click.argument("text", required=False, metavar="[PROMPT]")
+@click.option("--prompt", metavar="TEXT", help="what the model continues (or give it as the "
+                                               "argument PROMPT)")
 @click.option("--max-new-tokens", default=48, show_default=True, type=click.IntRange(1, 4096))
 @click.option("--temperature", default=0.0, show_default=True, type=click.FloatRange(min=0),
               help="0 = greedy; higher samples more freely")
@@ -22,14 +24,25 @@ from qkv.cli.errors import CliError
 @click.option("--seed", default=None, type=SEED, help="seed for sampling")
 @click.option("--chat/--raw", default=True, show_default=True,
               help="wrap the prompt in the model's chat template, or continue it as raw text")
-def generate(model_name, prompt, max_new_tokens, temperature, top_k, seed, chat):
+def generate(text, model_name, prompt, max_new_tokens, temperature, top_k, seed, chat):
     """Stream the model's continuation of PROMPT, token by token (qkv's attention, KV cache).
+
+    Give the prompt as the argument or with --prompt, not both.
 
     \b
     Examples:
+      qkv generate "What is the capital of France?"
+      qkv generate "The capital of France is" --raw --max-new-tokens 5
       qkv generate --prompt "What is the capital of France?"
       qkv generate --prompt "Once upon a time" --raw --temperature 0.8 --top-k 40 --seed 1
     """
+    if text is None and prompt is None:
+        raise CliError("give a prompt, e.g. qkv generate \"The capital of France is\" (or "
+                       "--prompt TEXT)")
+    if text is not None and prompt is not None:
+        raise CliError(f"give the prompt once, as the argument or with --prompt, not both; got "
+                       f"{text!r} and --prompt {prompt!r}")
+    prompt = prompt if text is None else text
     m = model_or_error(model_name)
     try:
         stream = m.generate(prompt, max_new_tokens, temperature=temperature, top_k=top_k,

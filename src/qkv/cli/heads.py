@@ -3,30 +3,42 @@
 from __future__ import annotations
 
 import click
+import numpy as np
 
 from qkv import models
 from qkv.cli.common import FilePath, model_or_error
 from qkv.cli.errors import CliError
 from qkv.models import patterns
 
+HELP = f"""A layers × heads grid naming what each attention head does on TEXT.
 
-@click.command()
+Each cell names the head's strongest pattern and the weight it gets, averaged over the
+queries: "first .93" means that, on average, a query of this head puts 0.93 of its weight on
+the first token ({patterns.THRESHOLD:g} or more names the pattern, 1.0 = all of it).
+
+\b
+{chr(10).join(patterns.legend()[1:])}
+
+Tokens are shown with their edge spaces as ␣ ("␣cat" is " cat"), as qkv explain shows them.
+--png draws every head's weights; masked cells (keys a query may not see) are grey.
+
+\b
+Examples:
+  qkv heads --model minilm-l6 --text "The bank raised interest rates"
+  qkv heads --model smollm2-135m --text "The cat sat on the mat" --png heads.png
+"""
+
+
+@click.command(help=HELP)
 @click.option("--model", "model_name", default="minilm-l6", show_default=True,
               type=click.Choice(models.names()), help="which pretrained model")
 @click.option("--text", required=True, help="the sentence to run through the model")
 @click.option("--png", type=FilePath(writable=True),
-              help="also draw every head's attention matrix into this PNG file")
+              help="also draw every head's attention matrix into this PNG file (masked cells "
+                   "grey)")
 def heads(model_name: str, text: str, png: str | None):
-    """A layers × heads grid naming what each attention head does on TEXT.
+    from qkv.explain.walkthrough import visible
 
-    Each cell names the head's strongest pattern (first/last/prev/self/next token, or mixed)
-    with the mean weight it gets.
-
-    \b
-    Examples:
-      qkv heads --model minilm-l6 --text "The bank raised interest rates"
-      qkv heads --model smollm2-135m --text "The cat sat on the mat" --png heads.png
-    """
     m = model_or_error(model_name)
     try:
         m.encode(text, limit=models.MAX_TRACE_TOKENS)
@@ -38,20 +50,30 @@ def heads(model_name: str, text: str, png: str | None):
 
     from rich import box
 
-    table = Table(title=f"{m.name}, {len(run.tokens)} tokens: " + " ".join(
-        repr(t) if t != t.strip() or not t else t for t in run.tokens), title_justify="left",
-        box=box.SIMPLE_HEAD, padding=(0, 1))
+    table = Table(title=f"{m.name}, {len(run.tokens)} tokens: "
+                  + " ".join(visible(t) for t in run.tokens), title_justify="left",
+                  box=box.SIMPLE_HEAD, padding=(0, 1))
     table.add_column("layer", justify="right", min_width=5)
     for h in range(m.n_heads):
         table.add_column(f"h{h}", justify="left", no_wrap=True)
     for layer, row in enumerate(patterns.grid(run.weights)):
         table.add_row(str(layer), *[f"{name} {_short(weight)}" for name, weight in row])
-    Console(width=max(80, 12 * m.n_heads + 8)).print(table)
+    console = Console(width=max(80, 12 * m.n_heads + 8), highlight=False)
+    console.print(table)
+    for line in patterns.legend():
+        console.print(line, soft_wrap=True)
     if png:
         from qkv.models.plot import save_grid
 
-        save_grid(run.weights, png, title=f"{m.name}: {text}")
+        save_grid(run.weights, png, title=f"{m.name}: {text}", mask=_mask(run))
         click.echo(f"wrote {png}")
+
+
+def _mask(run) -> np.ndarray:
+    """True where a query may attend, for every kept layer: (n_layers, n_heads, L, L)."""
+    shape = run.weights.shape[1:]  # (n_heads, L, L)
+    return np.stack([np.broadcast_to(True if (mask := run.layers[i].settings.get("mask")) is None
+                                     else mask, shape) for i in sorted(run.layers)])
 
 
 def _short(w: float) -> str:

@@ -64,7 +64,7 @@ class Answers:
 @click.option("--topic", type=click.Choice(TOPIC_NAMES), default="all", show_default=True,
               help="Which exercises.  Example: --topic softmax")
 @click.option("--n", "n", type=click.IntRange(1, 100), default=5, show_default=True,
-              help="How many exercises.")
+              help="How many exercises, all different (a topic with fewer says so).")
 @click.option("--seed", type=click.IntRange(0, 2 ** 32 - 1), default=None,
               help="Same seed, same exercises (default: a fresh one, printed).  Example: --seed 7")
 @click.option("--kind", default=None, metavar="KIND",
@@ -72,19 +72,21 @@ class Answers:
 @click.option("--help-kinds", is_flag=True, help="List the exercise kinds and exit.")
 @click.option("--answers", default=None, metavar='"A1;A2;..."',
               help="Answer without a terminal, one entry per exercise, separated by ';' (an "
-                   "entry that is not an answer counts as wrong).  Example: --answers '64;b;3 4'")
+                   "entry that is not an answer counts as wrong).  Example, all three right: "
+                   "--n 3 --seed 1 --answers '9.8;3 4;d'")
 def quiz(topic, n, seed, kind, help_kinds, answers):
     """Exercises on attention with fresh numbers; the engine checks every answer.
 
     \b
     Type the answer and Enter; '?' shows a hint, 'q' quits. After each answer the worked
-    solution follows, right or wrong; the score comes at the end.
+    solution follows, right or wrong; the score comes at the end. One quiz never asks the
+    same exercise twice.
     \b
     Examples:
       qkv quiz                                 five exercises from every topic
       qkv quiz --topic masks --n 3 --seed 7
-      qkv quiz --topic sizes --seed 1 --answers "64;8;1048576"
-      printf '64\\n8\\n' | qkv quiz --topic sizes --n 2 --seed 1
+      qkv quiz --topic sizes --n 3 --seed 1 --answers "24576;48;8"     all three right
+      printf '24576\\n48\\n' | qkv quiz --topic sizes --n 2 --seed 1     both right
     """
     from qkv import practice
 
@@ -94,15 +96,12 @@ def quiz(topic, n, seed, kind, help_kinds, answers):
         return
     if seed is None:
         seed = secrets.randbelow(10 ** 6)
-    if kind is not None:
-        if kind not in practice.KINDS:
-            raise CliError(f"--kind must be one of {', '.join(practice.KINDS)}; got {kind!r}")
-        import numpy as np
-
-        seeds = np.random.default_rng(seed).integers(0, 2 ** 32 - 1, size=n, endpoint=True)
-        exercises = [practice.build(kind, int(s)) for s in seeds]
-    else:
-        exercises = practice.draw(topic, n, seed)
+    if kind is not None and kind not in practice.KINDS:
+        raise CliError(f"--kind must be one of {', '.join(practice.KINDS)}; got {kind!r}")
+    try:
+        exercises = practice.draw(topic, n, seed, kind=kind)  # n different exercises
+    except ValueError as e:
+        raise CliError(f"--n {n}: {e}") from None
     source = Answers(answers)
     click.echo(f"qkv quiz · {kind or topic} · {n} exercise{'s' * (n > 1)} · seed {seed} "
                f"(--seed {seed} repeats them)")

@@ -5,11 +5,14 @@ and the docs render the same sections, so the words and numbers are written once
 
 A section keeps ``lines`` (its whole body as plain text, tables included, aligned) for callers that
 only want text, and ``blocks`` (strings and ``Table`` objects in order) for renderers that draw
-real tables.
+real tables. A ``Formula`` block is a line of worked arithmetic: plain text prints it as it is,
+Markdown sets it as code so that its symbols (``*``, ``_``, ``[…]``) stay literal; any other
+line is prose, escaped for Markdown.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 
@@ -37,6 +40,12 @@ class Table:
                                                for c in range(1, len(r))]
             out.append("  ".join(cells).rstrip())
         return out
+
+
+class Formula(str):
+    """A line of worked arithmetic ("z[0] = 0.13 + 0.02 = 0.15"): a str, set as code in Markdown."""
+
+    __slots__ = ()
 
 
 @dataclass(frozen=True)
@@ -70,28 +79,58 @@ def render_plain(sections: list[Section]) -> str:
     return "\n".join(out)
 
 
-def _md_cell(text: str) -> str:
-    return "`" + text.replace("|", "\\|") + "`" if text else " "
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>#|~])")
+
+
+def md_text(text: str, *, line: bool = True) -> str:
+    """Text escaped for Markdown: its punctuation prints literally ("___" stays three
+    underscores, "x[0]" is no link); as a line of its own (``line``) it also loses its indent and
+    a leading "-", "+", "=" or "1." starts no list or heading."""
+    text = _MD_SPECIAL.sub(r"\\\1", text)
+    return re.sub(r"^([-+=]|\d+[.)])", r"\\\1", text.strip()) if line else text
+
+
+def _md_row(cells) -> str:
+    return "| " + " | ".join(md_text(c, line=False) if c else " " for c in cells) + " |"
+
+
+def _fence(lines: list[str]) -> list[str]:
+    """Lines as a fenced code block whose fence is longer than any run of backticks in them."""
+    longest = max((len(run) for line in lines for run in re.findall("`+", line)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [fence + "text", *lines, fence]
 
 
 def render_markdown(sections: list[Section], *, heading: str = "##") -> str:
-    """Sections as Markdown: a heading each, tables as pipe tables, text as code-span list items
-    (so tokens such as ``___`` or ``*`` print literally)."""
-    out = []
-    for sec in sections:
-        out += [f"{heading} {sec.title}", ""]
-        for b in _blocks(sec):
-            if isinstance(b, Table):
-                if out[-1] != "":
-                    out.append("")  # a table must not touch a list item
-                out.append("| " + " | ".join(_md_cell(c) for c in b.columns) + " |")
-                out.append("|" + "|".join([":---"] + ["---:"] * (len(b.columns) - 1)) + "|")
-                out += ["| " + " | ".join(_md_cell(c) for c in r) + " |" for r in b.rows]
-                out.append("")
-            else:
-                out.append(f"- `{b}`" if b else "")
-        if out[-1] != "":
+    """Sections as Markdown: a heading each, prose as escaped paragraphs, runs of ``Formula``
+    lines as one code block, tables as pipe tables (names left, numbers right)."""
+    out: list[str] = []
+
+    def gap():
+        if out and out[-1] != "":
             out.append("")
+
+    for sec in sections:
+        out += [f"{heading} {md_text(sec.title, line=False)}", ""]
+        formulas: list[str] = []
+        for b in (*_blocks(sec), None):
+            if isinstance(b, Formula):
+                formulas.append(b)
+                continue
+            if formulas:
+                gap()
+                out += _fence(formulas)
+                formulas = []
+            if b is None:
+                break
+            gap()
+            if isinstance(b, Table):
+                out.append(_md_row(b.columns))
+                out.append("|" + "|".join([":---"] + ["---:"] * (len(b.columns) - 1)) + "|")
+                out += [_md_row(r) for r in b.rows]
+            elif b:
+                out.append(md_text(b))
+        gap()
     return "\n".join(out)
 
 

@@ -15,10 +15,14 @@ import math
 import numpy as np
 
 from qkv.steps import entropy, kv_head
-from qkv.explain.format import Section, Table, render_markdown, render_plain, render_rich, section
+from qkv.explain.format import (Formula, Section, Table, render_markdown, render_plain, render_rich,
+                                section)
 
 __all__ = ["walkthrough", "Section", "Table", "render_plain", "render_markdown", "render_rich",
-           "fmt", "vec", "dot_terms", "labels", "visible"]
+           "fmt", "vec", "dot_terms", "labels", "visible", "select_label", "ROUNDED"]
+
+ROUNDED = ("≈: the terms are shown rounded, so they may not add up to the total exactly; the "
+           "total adds their unrounded values")
 
 FULL_MATRIX_MAX = 36  # matrices with at most this many entries are printed in full
 
@@ -50,13 +54,23 @@ def _factor(b: float, digits: int) -> str:
     return f"({text})" if text.startswith("-") else text
 
 
+def equals(shown: float | None, total: float, digits: int = 2) -> str:
+    """" = total", or " ≈ total" when ``shown`` (what the rounded terms on the page add up to)
+    rounds to something else; None: the terms are abbreviated, so there is nothing to check."""
+    text = fmt(total, digits)
+    return f" ≈ {text}" if shown is not None and fmt(shown, digits) != text else f" = {text}"
+
+
 def dot_terms(q, k, digits: int = 2, limit: int = 8) -> str:
-    """q·k written out term by term: 1.00×0.50 + 0.20×(-1.00) + … = 0.71."""
+    """q·k written out term by term: 1.00×0.50 + 0.20×(-1.00) + … = 0.71 (≈ where the rounded
+    factors shown multiply and add up to something else)."""
     pairs = list(zip(np.ravel(q), np.ravel(k)))
+    shown = [(float(fmt(a, digits)), float(fmt(b, digits))) for a, b in pairs[:limit]]
     terms = [f"{fmt(a, digits)}×{_factor(b, digits)}" for a, b in pairs[:limit]]
     if len(pairs) > limit:
         terms.append("…")
-    return " + ".join(terms) + f" = {fmt(np.dot(np.ravel(q), np.ravel(k)), digits)}"
+    exact = sum(a * b for a, b in shown) if len(pairs) <= limit else None
+    return " + ".join(terms) + equals(exact, np.dot(np.ravel(q), np.ravel(k)), digits)
 
 
 def visible(token: str) -> str:
@@ -74,6 +88,29 @@ def labels(tokens, n: int) -> list[str]:
     toks = ([visible(t) for t in tokens] if tokens and len(tokens) == n
             else [str(j) for j in range(n)])
     return [t if toks.count(t) == 1 else f"{t}@{j}" for j, t in enumerate(toks)]
+
+
+def select_label(tokens, text: str) -> int | None:
+    """The position a row label names: "the@4" (token@position, as ``labels`` writes a repeated
+    token; the token may be written with or without its ␣) or a label exactly ("␣cat").
+    None when ``text`` is neither (the caller then looks for the token's text); a ValueError
+    when the position holds another token."""
+    tokens = list(tokens)
+    names = labels(tokens, len(tokens))
+    if text in names:
+        return names.index(text)
+    token, at, pos = text.rpartition("@")
+    if not (at and token and pos.isdigit()):
+        return None
+    j = int(pos)
+    if j >= len(tokens):
+        raise ValueError(f"{text!r}: position {j} is past the last token; positions run 0-"
+                         f"{len(tokens) - 1}")
+    here = tokens[j]
+    if token in (here, visible(here)) or token.strip().lower() == here.strip().lower():
+        return j
+    raise ValueError(f"{text!r}: position {j} holds {visible(here)!r}, not {token!r}; "
+                     f"choose one of {names}")
 
 
 def _matrix(a, rows: list[str], prefix: str, digits: int = 2, limit: int = 8,
@@ -135,8 +172,15 @@ def walkthrough(trace, i: int, *, head: int | None = None, weights: dict | None 
     if heads and "head_out" in trace:
         sections.append(_heads(trace, i, rows))
 
-    sections.append(Section("formula", tuple(formula(s))))
-    return sections
+    sections.append(Section("formula", tuple(Formula(line) for line in formula(s))))
+    return [_with_note(sec) for sec in sections]
+
+
+def _with_note(sec: Section) -> Section:
+    """The section, with the ≈ note added when one of its lines uses ≈."""
+    if not any(isinstance(b, str) and " ≈ " in b for b in sec.blocks):
+        return sec
+    return section(sec.title, *sec.blocks, ROUNDED)
 
 
 def formula(s: dict) -> list[str]:
@@ -179,13 +223,14 @@ def _projections(trace, i, rows, cols, where, pick, pick_kv, weights, head):
         Wq = mats["W_Q"]
         if Wq.size <= FULL_MATRIX_MAX and Wq.shape[0] <= 4:
             blocks.append(f"q[{me}] = x[{me}]·W_Q, one column at a time:")
-            blocks += [f"  q[{me}][{c}] = {dot_terms(x[i], Wq[:, c])}" for c in range(Wq.shape[1])]
+            blocks += [Formula(f"  q[{me}][{c}] = {dot_terms(x[i], Wq[:, c])}")
+                       for c in range(Wq.shape[1])]
     if "rope" in trace and head is not None:
         blocks += _rotary(trace, i, me, head, q)
         blocks.append("every key k = RoPE(x·W_K) (what a token offers to be matched on, turned "
                       "by its position) and value v = x·W_V (what it hands back, not turned):")
     else:
-        blocks.append(f"q[{me}] = x[{me}]·W_Q = {vec(q[i])}")
+        blocks.append(Formula(f"q[{me}] = x[{me}]·W_Q = {vec(q[i])}"))
         blocks.append("every key k = x·W_K (what a token offers to be matched on) and value "
                       "v = x·W_V (what it hands back):")
     if k.shape[1] + v.shape[1] <= 12:
@@ -206,8 +251,8 @@ def _rotary(trace, i, me, head, q) -> list[str]:
             f"k = RoPE(x·W_K); RoPE turns each pair of dimensions by an angle proportional to "
             f"the token's position" + (f" (base {base:g})" if base else "") + ", so q·k "
             f"depends on how far apart the two tokens are",
-            f"before rotation: x[{me}]·W_Q = {vec(before)}",
-            f"after rotation (position {i}): q[{me}] = RoPE(x[{me}]·W_Q) = {vec(q[i])}"]
+            Formula(f"before rotation: x[{me}]·W_Q = {vec(before)}"),
+            Formula(f"after rotation (position {i}): q[{me}] = RoPE(x[{me}]·W_Q) = {vec(q[i])}")]
 
 
 def _head_matrix(weights, name: str, head) -> np.ndarray:
@@ -229,8 +274,10 @@ def _scores(trace, i, rows, cols, pick, pick_kv, mask_row):
     if S:
         shown = np.where(mask_row, scores, -np.inf)
         best = int(np.argmax(shown)) if mask_row.any() else int(np.argmax(scores))
-        blocks.append(f"term by term, the highest one: q[{me}]·k[{cols[best]}] = "
-                      f"{dot_terms(q[i], k[best])}")
+        which = ("" if mask_row.all() else " among the keys it may see" if mask_row.any() else
+                 " (every key is masked for it)")
+        blocks.append(f"term by term, the highest one{which}:")
+        blocks.append(Formula(f"  q[{me}]·k[{cols[best]}] = {dot_terms(q[i], k[best])}"))
     return section("3. scores = q·kᵀ", *blocks)
 
 
@@ -244,15 +291,17 @@ def _softmax(trace, i, rows, cols, pick, mask_row):
     S = w.shape[0]
     blocks = []
     if _is_default_scale(s):
-        blocks.append(f"scaled = score ÷ √d_k = score ÷ √{d_k} = score ÷ {fmt(math.sqrt(d_k), 3)}")
+        blocks.append(Formula(f"scaled = score ÷ √d_k = score ÷ √{d_k} = score ÷ "
+                              f"{fmt(math.sqrt(d_k), 3)}"))
     elif factor == 1:
-        blocks.append("scaled = score (scaling is off: the factor is 1, not 1/√d_k)")
+        blocks.append(Formula("scaled = score (scaling is off: the factor is 1, not 1/√d_k)"))
     else:
-        blocks.append(f"scaled = score × {fmt(factor, 4)} (a chosen factor in place of 1/√d_k)")
-    blocks.append(f"tempered = scaled ÷ τ = scaled ÷ {tau_text(tau)}"
+        blocks.append(Formula(f"scaled = score × {fmt(factor, 4)} (a chosen factor in place of "
+                              f"1/√d_k)"))
+    blocks.append(Formula(f"tempered = scaled ÷ τ = scaled ÷ {tau_text(tau)}"
                   + (" (τ = 1 changes nothing)" if tau == 1 else
                      " (τ < 1 sharpens the weights)" if tau < 1 else
-                     " (τ > 1 flattens the weights)"))
+                     " (τ > 1 flattens the weights)")))
     hidden = [cols[j] for j in range(S) if not mask_row[j]]
     if not hidden:
         blocks.append("masked = tempered: nothing is masked")
@@ -270,18 +319,30 @@ def _softmax(trace, i, rows, cols, pick, mask_row):
                   highlight=int(np.argmax(w)) if live else None)
     blocks.append(table)
     if live:
-        blocks.append(f"weight = e^(masked − max) ÷ Σ e^(masked − max) = e^(…) ÷ "
-                      f"{fmt(e.sum(), 3)}   (max = {fmt(top)}; subtracting it changes nothing "
-                      f"but keeps e^ from overflowing)")
-        blocks.append(f"sum of weights = {fmt(w.sum(), 3)}")
+        blocks.append(Formula(f"weight = e^(masked − max) ÷ Σ e^(masked − max) = e^(…) ÷ "
+                              f"{fmt(e.sum(), 3)}" + _rounded_sum(e, "e^ values")
+                              + f"   (max = {fmt(top)}; subtracting it changes nothing but "
+                              f"keeps e^ from overflowing)"))
+        blocks.append(Formula(f"sum of weights = {fmt(w.sum(), 3)}" + _rounded_sum(w, "weights")))
         ent = float(entropy(w))
-        blocks.append(f"entropy = -Σ w·ln w = {fmt(ent, 3)} nats; effective number of attended "
-                      f"tokens = exp(entropy) = {fmt(math.exp(ent))} of {int(mask_row.sum())}")
+        blocks.append(Formula(f"entropy = -Σ w·ln w = {fmt(ent, 3)} nats; effective number of "
+                              f"attended tokens = exp(entropy) = {fmt(math.exp(ent))} of "
+                              f"{int(mask_row.sum())}"))
         blocks.append(f"{me} attends most to {cols[int(np.argmax(w))]} "
                       f"(weight {fmt(np.max(w), 3)})")
     else:
         blocks.append(f"every key is masked for {me}: its weights are all 0 and its output is 0")
     return section("4. scaled → tempered → masked → weights (softmax)", *blocks)
+
+
+def _rounded_sum(a, what: str, digits: int = 3) -> str:
+    """"" when the column of ``a`` shown with ``digits`` decimals adds up to the sum shown, else a
+    note saying that the values shown are rounded and what they add up to."""
+    shown = sum(float(fmt(e, digits)) for e in np.ravel(a))
+    if fmt(shown, digits) == fmt(np.sum(a), digits):
+        return ""
+    return (f" (the {what} shown are rounded to {digits} decimals: they add up to "
+            f"{fmt(shown, digits)})")
 
 
 def _mix(trace, i, rows, cols, pick, pick_kv, head):
@@ -299,10 +360,11 @@ def _mix(trace, i, rows, cols, pick, pick_kv, head):
               "z adds those rows up, one dimension at a time:"]
     for d in range(min(d_v, 8)):
         parts = " + ".join(_factor(t, 2) for t in terms[:, d]) if S <= 12 else "…"
-        blocks.append(f"z[{d}] = {parts} = {fmt(z[d])}")
+        shown = sum(float(fmt(t)) for t in terms[:, d]) if S <= 12 else None
+        blocks.append(Formula(f"z[{d}] = {parts}{equals(shown, z[d])}"))
     if d_v > 8:
-        blocks.append(f"… ({d_v} dimensions in all)")
-    blocks.append(f"z[{me}] = {vec(z)}")
+        blocks.append(Formula(f"… ({d_v} dimensions in all)"))
+    blocks.append(Formula(f"z[{me}] = {vec(z)}"))
     return section("5. z = Σ_j weight_j·v_j", *blocks)
 
 
@@ -312,7 +374,7 @@ def _heads(trace, i, rows):
     H = s["n_heads"]
     head_out, out = trace["head_out"][..., i, :], trace["out"][i]  # (H, d_model), (d_model,)
     b_O = out - head_out.sum(axis=0)  # what the trace implies for the bias
-    blocks = [f"head {h}: z = {vec(trace['z'][h][i])}" for h in range(H)]
+    blocks = [Formula(f"head {h}: z = {vec(trace['z'][h][i])}") for h in range(H)]
     d_model = out.shape[-1]
     n = min(d_model, 8)
     body = [(f"head {h}: z·W_O^{h}", *(fmt(e) for e in head_out[h][:n])) for h in range(H)]
@@ -321,5 +383,9 @@ def _heads(trace, i, rows):
     blocks.append(f"each head's z goes through its own W_O^h into the model's {d_model} "
                   f"dimensions, then they are added:")
     blocks.append(Table(("", *(f"out[{c}]" for c in range(n))), tuple(body)))
-    blocks.append(f"out[{me}] = {vec(out)}")
+    shown = np.array([[float(c) for c in r[1:]] for r in body[:-1]]).sum(axis=0)  # (n,)
+    if [fmt(e) for e in shown] != list(body[-1][1:]):
+        blocks.append("the rows above are rounded to 2 decimals, so they may not add up to out "
+                      "exactly; out adds their unrounded values")
+    blocks.append(Formula(f"out[{me}] = {vec(out)}"))
     return section("6. heads combined: out = Σ_h z_h·W_O^h + b_O", *blocks)

@@ -15,6 +15,21 @@ import numpy as np
 
 PATTERNS = ("first", "last", "prev", "self", "next")
 THRESHOLD = 0.5
+MEANINGS = {  # what a grid cell's name says about the head, for legends and help
+    "first": "weight on the first token (an attention sink)",
+    "last": "weight on the last token ([SEP] in an encoder)",
+    "prev": "weight on the token just before the query",
+    "self": "weight on the query's own token",
+    "next": "weight on the token just after (an encoder only: a causal head cannot see it)",
+    "mixed": f"no pattern gets {THRESHOLD:g} of the weight; the number is the strongest one's",
+}
+CELL = ("a cell such as \"first .93\" names the head's strongest pattern and the weight it "
+        "gets, averaged over the queries (1.0 = all of it, on every query)")
+
+
+def legend() -> list[str]:
+    """The grid's key: what a cell says, then one line per pattern name."""
+    return [CELL + ":", *(f"  {name:<5}  {text}" for name, text in MEANINGS.items())]
 
 
 def scores(W: np.ndarray) -> dict[str, float]:

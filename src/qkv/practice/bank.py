@@ -1,7 +1,7 @@
 """The bank of exercise kinds, by topic, and how a seed picks and builds them.
 
     build(kind, seed)         one exercise; the same (kind, seed) always gives the same one
-    draw(topic, n, seed)      n exercises of a topic ("all": every topic), kinds in turn
+    draw(topic, n, seed)      n different exercises of a topic ("all": every topic), kinds in turn
 """
 
 from __future__ import annotations
@@ -44,14 +44,60 @@ def pick(topic: str, seed: int) -> Exercise:
     return build(names[int(rng.integers(len(names)))], seed)
 
 
-def draw(topic: str = "all", n: int = 5, seed: int | None = None) -> list[Exercise]:
-    """n exercises: the topic's kinds shuffled, taken in turn, each with its own seed."""
+def identity(ex: Exercise) -> set[tuple]:
+    """What makes two exercises the same for a learner: the kind with the same question text,
+    or the kind with the same numbers (``data``) under other words."""
+    keys = {(ex.kind, "prompt", ex.prompt)}
+    if ex.data:
+        keys.add((ex.kind, "data", repr(sorted(ex.data.items()))))
+    return keys
+
+
+TRIES = 64  # fresh seeds tried for a kind before taking it as used up
+
+
+def draw(topic: str = "all", n: int = 5, seed: int | None = None, *,
+         kind: str | None = None) -> list[Exercise]:
+    """n different exercises: the topic's kinds shuffled, taken in turn, each with its own seed
+    (or n of one ``kind``). A seed that repeats an exercise already drawn (same kind and question
+    or numbers) is replaced by a fresh one; a kind with no new exercise left gives its turn to
+    the next kind; a ValueError when the topic has fewer than n different exercises."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise ValueError(f"n must be a positive integer, got {n!r}")
-    names = kinds(topic)
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"unknown exercise kind {kind!r}; choose one of {list(KINDS)}")
+    names = [kind] if kind else kinds(topic)
     rng = np.random.default_rng(seed)
     picked: list[str] = []
     while len(picked) < n:
-        picked += [names[j] for j in rng.permutation(len(names))]
+        picked += [names[j] for j in rng.permutation(len(names))] if not kind else [kind] * n
     seeds = rng.integers(0, MAX_SEED, size=n, endpoint=True)
-    return [build(k, int(s)) for k, s in zip(picked[:n], seeds)]
+    out: list[Exercise] = []
+    seen: set[tuple] = set()
+    used_up: set[str] = set()
+    for k, s in zip(picked[:n], seeds):
+        order = [k] + [m for m in names if m != k]  # the kind's turn, then the others by rank
+        ex = None
+        for m in (m for m in order if m not in used_up):
+            ex = _fresh(m, int(s) if m == k else None, rng, seen)
+            if ex is not None:
+                break
+            used_up.add(m)
+        if ex is None:
+            what = f"kind {kind!r}" if kind else f"topic {topic!r}"
+            raise ValueError(f"{what} has {len(out)} different exercises; asked for {n}, so "
+                             f"some would repeat (ask for {len(out)} or fewer)")
+        out.append(ex)
+        seen |= identity(ex)
+    return out
+
+
+def _fresh(kind: str, seed: int | None, rng, seen: set) -> Exercise | None:
+    """An exercise of ``kind`` not in ``seen``: from ``seed`` first, then from fresh seeds."""
+    candidates = ([seed] if seed is not None else []) + [None] * TRIES
+    for s in candidates:
+        s = int(rng.integers(0, MAX_SEED, endpoint=True)) if s is None else s
+        ex = build(kind, s)
+        if not identity(ex) & seen:
+            return ex
+    return None
