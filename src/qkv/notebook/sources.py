@@ -17,22 +17,11 @@ import math
 import numpy as np
 
 from qkv.attention import attention
+from qkv.explain.html import count, shape_words
 from qkv.explain.walkthrough import labels
 from qkv.web import views
 
 TRACE_STEPS = ("q", "k", "v")  # what a one-head trace needs to be rerun at another τ
-
-
-def count(n: int, one: str, many: str | None = None) -> str:
-    """'1 query', '6 queries'."""
-    return f"{n} {one if n == 1 else (many or one + 's')}"
-
-
-def shape_words(L: int, S: int, d_k, d_v, n_heads=None) -> str:
-    """'6 queries × 6 keys, d_k = 2, d_v = 2' (and the heads, when there are several)."""
-    heads = f"{count(n_heads, 'head')} × " if n_heads else ""
-    return (f"{heads}{count(L, 'query', 'queries')} × {count(S, 'key')}, d_k = {d_k}, "
-            f"d_v = {d_v}")
 
 
 def _rerun(tr, temperature: float):
