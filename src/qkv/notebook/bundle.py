@@ -50,8 +50,8 @@ def _names(spec: str) -> list[tuple[str, str]]:
     return out
 
 
-def _module(path: Path, ids: dict[Path, str]) -> tuple[str, list[Path]]:
-    """(function body, imported paths) of one module; ``ids`` names the modules already seen."""
+def _module(path: Path) -> tuple[str, list[Path]]:
+    """(function body, imported paths) of one module."""
     text = path.read_text()
     deps: list[Path] = []
     lines: list[str] = []
@@ -74,7 +74,7 @@ def _module(path: Path, ids: dict[Path, str]) -> tuple[str, list[Path]]:
             return f"const {{ {pairs} }} = {ref};"
         return f"const {spec} = {ref}.default;"
 
-    exported: list[tuple[str, str]] = []
+    exported: list[tuple[str, str]] = []  # (exported name, local name)
     body = _IMPORT.sub(bind, text)
 
     def decl(m: re.Match) -> str:
@@ -83,8 +83,8 @@ def _module(path: Path, ids: dict[Path, str]) -> tuple[str, list[Path]]:
 
     body = _EXPORT_DECL.sub(decl, body)
 
-    def listed(m: re.Match) -> str:
-        exported.extend(_names(m["names"]))
+    def listed(m: re.Match) -> str:  # export { local as name }
+        exported.extend((name, local) for local, name in _names(m["names"]))
         return ""
 
     body = _EXPORT_LIST.sub(listed, body)
@@ -96,8 +96,7 @@ def _module(path: Path, ids: dict[Path, str]) -> tuple[str, list[Path]]:
         line = body[:stray.start()].count("\n") + 1
         raise BundleError(f"{path.name}: cannot bundle the import/export near line {line}: "
                           f"{body.splitlines()[line - 1].strip()!r}")
-    ret = ", ".join(f"{json.dumps(name)}: {local}" for local, name in
-                    ((loc, n) for n, loc in exported))
+    ret = ", ".join(f"{json.dumps(name)}: {local}" for name, local in exported)
     lines.append(body.rstrip())
     lines.append(f"return {{ {ret} }};")
     return "\n".join(lines), deps
@@ -114,7 +113,7 @@ def graph(entry: Path = ENTRY) -> list[tuple[Path, str]]:
         if state.get(path) == 1:
             raise BundleError("import cycle: " + " -> ".join(chain + [path.name]))
         state[path] = 1
-        body, deps = _module(path, {})
+        body, deps = _module(path)
         for dep in deps:
             visit(dep, chain + [path.name])
         state[path] = 2
