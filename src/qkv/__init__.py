@@ -9,5 +9,14 @@ from qkv.multihead import MultiHeadAttention
 from qkv.trace import STEPS, Trace
 
 __all__ = ["attention", "attention_weights", "MultiHeadAttention", "KVCache", "Trace", "STEPS",
-           "masks", "presets", "dims"]
+           "masks", "presets", "dims", "show"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # qkv.show (the notebook widget) loads on first use: `import qkv` needs no anywidget
+    if name == "show":
+        from qkv.notebook import show
+
+        return show
+    raise AttributeError(f"module 'qkv' has no attribute {name!r}")

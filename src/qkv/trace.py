@@ -141,6 +141,13 @@ class Trace:
 
         return render(self.numpy())
 
+    def to_html(self, path=None, **kwargs) -> str:
+        """One self-contained HTML file of the simulator's panels for this trace (every query
+        token and head precomputed; see ``qkv.notebook.export.to_html``)."""
+        from qkv.notebook.export import to_html
+
+        return to_html(self, path, **kwargs)
+
 
 def _encode(a: np.ndarray) -> dict:
     if a.dtype == np.bool_:

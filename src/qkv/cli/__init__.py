@@ -22,7 +22,7 @@ from qkv.cli.errors import CliError
 
 COMMANDS = {name: f"qkv.cli.{name}:{name}" for name in (
     "explain", "dims", "presets", "softmax", "serve", "heads", "generate", "lab", "quiz",
-    "ring", "bench")}
+    "ring", "bench", "export")}
 
 
 class LazyGroup(click.Group):
@@ -116,6 +116,7 @@ def main(ctx: click.Context):
       qkv presets                              the built-in scenes
       qkv softmax 2 1 0                        the softmax refresher
       qkv serve --open                         the interactive simulator in your browser
+      qkv export --preset bank -o bank.html    the simulator's panels in one offline HTML file
       qkv heads --model minilm-l6 --text "The bank raised rates"   a real model's heads
       qkv lab scaling --png scaling.png        check a tutorial's claim with numbers
       qkv quiz --topic softmax                 practise: exercises with hints and a score

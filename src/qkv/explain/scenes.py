@@ -74,6 +74,18 @@ class Scene:
         tr.tokens = list(self.tokens)
         return tr
 
+    def _repr_html_(self) -> str:
+        from qkv.explain.html import scene
+
+        return scene(self)
+
+    def to_html(self, path=None, **kwargs) -> str:
+        """One self-contained HTML file of the simulator's panels for this scene (every token
+        and head precomputed at the τ values given; see ``qkv.notebook.export.to_html``)."""
+        from qkv.notebook.export import to_html
+
+        return to_html(self, path, **kwargs)
+
 
 def _a(rows) -> np.ndarray:
     return np.array(rows, dtype=np.float64)

@@ -37,6 +37,18 @@ class ModelTrace:
         """Attention weights of every kept layer: (n_layers, n_heads, L, L)."""
         return np.stack([self.layers[i]["weights"] for i in sorted(self.layers)])
 
+    def _repr_html_(self) -> str:
+        from qkv.explain.html import model_run
+
+        return model_run(self)
+
+    def to_html(self, path=None, **kwargs) -> str:
+        """One self-contained HTML file of the simulator's panels for this run (every layer,
+        head and token precomputed; see ``qkv.notebook.export.to_html``)."""
+        from qkv.notebook.export import to_html
+
+        return to_html(self, path, **kwargs)
+
 
 def one_sequence(trace: Trace, b: int, n: int, tokens: list[str]) -> Trace:
     """Sequence ``b`` of a batched trace, cut to its ``n`` real positions (padding dropped)."""

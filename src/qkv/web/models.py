@@ -12,7 +12,6 @@ comes from ``qkv.explain.walkthrough``.
 
 from __future__ import annotations
 
-import base64
 import threading
 from collections import OrderedDict
 from typing import Literal
@@ -23,11 +22,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from qkv import models
-from qkv.steps import kv_head
-from qkv.trace import Trace
 from qkv.web import views
 from qkv.web.errors import FieldError, shown
 from qkv.web.schemas import Section, Selected
+from qkv.web.views import one_head
 
 MODEL_PAGE_TOKENS = 32  # the page's limit: a 32 × 32 heatmap per head stays readable
 MAX_CHARS = 400  # checked before tokenizing
@@ -69,7 +67,7 @@ class Grid(BaseModel):
     weight ≈ byte / 255, row-major, base64. Enough to draw thumbnails, not to compute with."""
 
     shape: list[int]
-    encoding: Literal["uint8/255 base64"] = "uint8/255 base64"
+    encoding: Literal[views.GRID_ENCODING] = views.GRID_ENCODING
     data: str
 
 
@@ -133,24 +131,9 @@ def _in_range(field: str, value: int, n: int, what: str) -> None:
         raise FieldError(field, f"{field} must be in [0, {n}) {what}, got {value}")
 
 
-def one_head(trace: Trace, head: int) -> Trace:
-    """One head of a layer trace as a trace without a head axis (K/V head chosen by group)."""
-    s = trace.settings
-    kv = kv_head(head, s["n_heads"], s.get("n_kv_heads"))
-    kept = {name: trace[name][kv] if name in ("k", "v") else trace[name][head]
-             for name in ("q", "k", "v", "scores", "scaled", "tempered", "masked", "weights", "z")}
-    mask = s.get("mask")
-    if mask is not None:
-        mask = np.ascontiguousarray(np.broadcast_to(mask, trace["weights"].shape)[head])
-    settings = {k: v for k, v in s.items() if k not in ("mask", "n_heads", "n_kv_heads")}
-    return Trace(kept, {**settings, "mask": mask, "n_heads": None, "n_kv_heads": None},
-                 tokens=list(trace.tokens))
-
-
 def grid(weights: np.ndarray) -> Grid:
     """(n_layers, n_heads, L, L) weights -> one byte each."""
-    data = np.clip(np.rint(weights * 255), 0, 255).astype(np.uint8)
-    return Grid(shape=list(data.shape), data=base64.b64encode(data.tobytes()).decode())
+    return Grid(**views.grid(weights))
 
 
 def run(pool: ModelPool, req: ModelTraceRequest) -> dict:

@@ -61,9 +61,7 @@ def load_preset(name: str, field: str = "preset") -> scenes.Scene:
 
 
 def scene_info(scene: scenes.Scene) -> SceneInfo:
-    return SceneInfo(name=scene.name, title=scene.title, lesson=scene.lesson,
-                     tokens=list(scene.tokens), select=scene.select, scaled=scene.scaled,
-                     n_heads=scene.n_heads, d_model=scene.x.shape[1])
+    return SceneInfo(**views.scene_summary(scene))
 
 
 def scene_data(scene: scenes.Scene) -> SceneData:

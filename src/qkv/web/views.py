@@ -1,15 +1,20 @@
-"""What the page shows of one trace, built once for scenes and real models alike: the selected
-query's row (weights, entropy, visible keys, each key's contribution) and the walkthrough."""
+"""What the page shows of one trace, built once for the server, the notebook widget and exported
+HTML alike: the selected query's row (weights, entropy, visible keys, each key's contribution),
+the walkthrough, one head of a real model's layer, and the layers × heads grid of weights.
+No fastapi here: the notebook imports this module without the web extra."""
 
 from __future__ import annotations
 
+import base64
 import math
 
 import numpy as np
 
 from qkv.explain.walkthrough import walkthrough
-from qkv.steps import entropy
+from qkv.steps import entropy, kv_head
 from qkv.trace import Trace
+
+GRID_ENCODING = "uint8/255 base64"
 
 
 def selected(trace: Trace, i: int, head: int | None = None) -> dict:
@@ -33,3 +38,31 @@ def selected(trace: Trace, i: int, head: int | None = None) -> dict:
 def walkthrough_sections(trace: Trace, i: int, head: int | None = None) -> list[dict]:
     """The step-by-step prose for query i, as the API sends it."""
     return [{"title": s.title, "lines": list(s.lines)} for s in walkthrough(trace, i, head=head)]
+
+
+def scene_summary(scene) -> dict:
+    """A built-in scene's name, title, lesson, tokens and sizes (``SceneInfo``'s fields)."""
+    return {"name": scene.name, "title": scene.title, "lesson": scene.lesson,
+            "tokens": list(scene.tokens), "select": scene.select, "scaled": scene.scaled,
+            "n_heads": scene.n_heads, "d_model": int(scene.x.shape[1])}
+
+
+def one_head(trace: Trace, head: int) -> Trace:
+    """One head of a layer trace as a trace without a head axis (K/V head chosen by group)."""
+    s = trace.settings
+    kv = kv_head(head, s["n_heads"], s.get("n_kv_heads"))
+    kept = {name: trace[name][kv] if name in ("k", "v") else trace[name][head]
+            for name in ("q", "k", "v", "scores", "scaled", "tempered", "masked", "weights", "z")}
+    mask = s.get("mask")
+    if mask is not None:
+        mask = np.ascontiguousarray(np.broadcast_to(mask, trace["weights"].shape)[head])
+    settings = {k: v for k, v in s.items() if k not in ("mask", "n_heads", "n_kv_heads")}
+    return Trace(kept, {**settings, "mask": mask, "n_heads": None, "n_kv_heads": None},
+                 tokens=list(trace.tokens))
+
+
+def grid(weights: np.ndarray) -> dict:
+    """(n_layers, n_heads, L, L) weights -> one byte each (weight ≈ byte / 255), base64."""
+    data = np.clip(np.rint(weights * 255), 0, 255).astype(np.uint8)
+    return {"shape": list(data.shape), "encoding": GRID_ENCODING,
+            "data": base64.b64encode(data.tobytes()).decode()}

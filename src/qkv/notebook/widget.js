@@ -1,0 +1,156 @@
+// The notebook view (anywidget's render({model, el})): the simulator page's panels, painted by
+// the page's own render.js from the payload Python computes. This file lays out controls and
+// forwards clicks; every number comes from qkv's engine in Python (or, in an exported file,
+// from the payloads computed before the file was written).
+import { render as paint } from "../web/static/render.js";
+import { fmt, h } from "../web/static/dom.js";
+
+const TAU_MIN = 0.05, TAU_MAX = 10, STEPS = 1000;  // the τ slider is logarithmic, as the page's
+const toTau = (s) => Number((TAU_MIN * Math.pow(TAU_MAX / TAU_MIN, s / STEPS)).toPrecision(3));
+const toSlider = (t) => Math.round(STEPS * Math.log(t / TAU_MIN) / Math.log(TAU_MAX / TAU_MIN));
+const tauText = (t) => fmt(t, t < 1 ? 3 : 2);
+
+// Blue ramp on √weight, as the page's model grid draws its thumbnails; returns [r, g, b].
+const ramp = (w) => {
+  const t = Math.sqrt(Math.max(0, Math.min(1, w)));
+  return [247 + (37 - 247) * t, 249 + (84 - 249) * t, 252 + (199 - 252) * t];
+};
+
+export function render({ model, root, page, panels }) {
+  const $ = (id) => root.getElementById(id);
+  const info = model.get("info");
+  const state = { stage: "weights" };
+  page.replaceChildren(
+    h("div", { class: "qkv-controls" },
+      h("p", { class: "title" }, h("b", {}, info.title), " · ", h("span", { id: "words" }, info.words)),
+      h("form", { id: "controls", autocomplete: "off", onsubmit: (e) => e.preventDefault() },
+        tauControl(info.tau),
+        info.layers ? h("label", {}, "layer ", h("select", { id: "layer", "aria-label": "layer" },
+          info.layers.map((l) => new Option(`layer ${l}`, String(l))))) : null,
+        info.n_heads ? h("label", {}, "head ", h("select", { id: "head", "aria-label": "head" },
+          Array.from({ length: info.n_heads }, (_, k) => new Option(`head ${k}`, String(k))))) : null),
+      h("p", { id: "lesson" }, info.lesson || ""),
+      h("p", { id: "error", role: "alert", hidden: true })),
+    h("main", {}));
+  page.querySelector("main").innerHTML = panels;
+  for (const id of ["panel-w", "panel-notes"]) if ($(id)) $(id).hidden = true;
+  const hint = root.querySelector("#panel-x .hint");
+  if (hint) hint.textContent = "Click a token (or focus it and press ← →) to make it the query.";
+  if (info.grid) page.querySelector("main").prepend(gridPanel(info));
+
+  const send = (changes) => {
+    for (const [k, v] of Object.entries(changes)) model.set(k, v);
+    model.save_changes();
+  };
+  const tau = $("tau");
+  if (tau && tau.type === "range") {
+    tau.addEventListener("input", () => {
+      const t = toTau(Number(tau.value));
+      $("tau-value").textContent = tauText(t);
+      send({ temperature: t });
+    });
+  } else if (tau) {
+    tau.addEventListener("change", () => send({ temperature: Number(tau.value) }));
+  }
+  if ($("layer")) $("layer").addEventListener("change", (e) => send({ layer: Number(e.target.value) }));
+  if ($("head")) $("head").addEventListener("change", (e) => send({ head: Number(e.target.value) }));
+
+  const ctx = {
+    scene: null, edits: {}, state, editsVersion: 0, onEdit: () => {},
+    onSelect: (i) => send({ select: i }),
+    onStage: (stage) => { state.stage = stage; draw(); },
+    onError: (message) => showError(message),
+  };
+  function showError(message) {
+    $("error").textContent = message || "";
+    $("error").hidden = !message;
+  }
+  function draw() {
+    const result = model.get("payload");
+    if (!result || !result.trace) return;
+    paint(result, ctx);
+    const st = result.settings;
+    if (tau && tau.type === "range") {
+      tau.value = String(toSlider(st.temperature));
+      $("tau-value").textContent = tauText(st.temperature);
+    } else if (tau) {
+      tau.value = String(st.temperature);
+    }
+    if ($("layer")) $("layer").value = String(st.layer);
+    if ($("head")) $("head").value = String(st.head ?? 0);
+    if (info.grid) markGrid(root, st);
+    const x = $("x-editor");
+    if (x && !x.childElementCount) {
+      x.append(h("p", { class: "hint" }, `X is ${info.tokens.length} × ${info.d_model ?? "d_model"}` +
+        " (one row per token); the walkthrough below prints its first columns."));
+    }
+    $("words").textContent = info.words;
+    showError(model.get("error"));
+    page.dataset.renders = String(Number(page.dataset.renders || 0) + 1);
+  }
+  const onPayload = () => draw();
+  const onError = () => showError(model.get("error"));
+  model.on("change:payload", onPayload);
+  model.on("change:error", onError);
+  draw();
+  return () => {
+    model.off("change:payload", onPayload);
+    model.off("change:error", onError);
+  };
+
+  function gridPanel(info) {
+    const [nLayers, nHeads, L] = info.grid.shape;
+    const layerOf = (l) => info.grid.layers[l];  // column l holds this layer of the model
+    const raw = atob(info.grid.data);
+    const bytes = Uint8Array.from(raw, (c) => c.charCodeAt(0));
+    const thumb = (layer, head) => {
+      const canvas = h("canvas", { width: L, height: L });
+      const c2d = canvas.getContext("2d");
+      const img = c2d.createImageData(L, L);
+      const offset = (layer * nHeads + head) * L * L;
+      for (let i = 0; i < L * L; i++) img.data.set([...ramp(bytes[offset + i] / 255), 255], 4 * i);
+      c2d.putImageData(img, 0, 0);
+      return canvas;
+    };
+    const table = h("table", { class: "head-grid" },
+      h("thead", {}, h("tr", {}, h("th", { class: "corner" }, "head ↓ layer →"),
+        ...Array.from({ length: nLayers }, (_, l) => h("th", { scope: "col" }, layerOf(l))))),
+      h("tbody", {}, Array.from({ length: nHeads }, (_, hh) => h("tr", {},
+        h("th", { scope: "row" }, `h${hh}`),
+        ...Array.from({ length: nLayers }, (_, l) => h("td", {}, h("button", {
+          type: "button", class: "thumb", dataset: { layer: layerOf(l), head: hh },
+          title: `layer ${layerOf(l)}, head ${hh}`, "aria-label": `layer ${layerOf(l)}, head ${hh}`,
+          onclick: () => send({ layer: layerOf(l), head: hh }) }, thumb(l, hh))))))));
+    table.style.setProperty("--thumb", `${nLayers > 12 ? 30 : 40}px`);
+    return h("section", { id: "panel-grid", class: "panel wide" },
+      h("h2", {}, h("code", {}, "weights"), " of every layer and head ", h("span", { id: "grid-title" })),
+      h("p", { class: "hint" }, info.grid.note),
+      h("div", { id: "grid", class: "scroll" }, table));
+  }
+}
+
+function tauControl(tau) {
+  if (tau.values) {  // an exported file: only the τ values it holds
+    return h("label", { class: "tau" }, "τ ", h("select", { id: "tau", "aria-label": "temperature τ" },
+      tau.values.map((t) => new Option(tauText(t), String(t)))),
+      tau.values.length === 1 ? h("span", { class: "hint" }, tau.why) : null);
+  }
+  if (tau.fixed) {
+    return h("span", { class: "tau fixed" }, `τ = ${tauText(tau.fixed)} `,
+      h("span", { class: "hint", id: "tau-why" }, tau.why));
+  }
+  return h("label", { class: "tau" }, "τ ",
+    h("input", { type: "range", id: "tau", min: 0, max: STEPS, step: 1,
+                 "aria-label": "temperature τ (log scale 0.05–10)" }),
+    h("output", { id: "tau-value", for: "tau" }, "1.00"));
+}
+
+function markGrid(root, st) {
+  for (const b of root.querySelectorAll("button.thumb")) {
+    const on = Number(b.dataset.layer) === st.layer && Number(b.dataset.head) === st.head;
+    b.classList.toggle("selected", on);
+    b.setAttribute("aria-pressed", String(on));
+  }
+  const title = root.getElementById("grid-title");
+  if (title) title.textContent = `· selected: layer ${st.layer}, head ${st.head}`;
+}
