@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from qkv import models
-from qkv.cli.common import model_or_error, positive_float
+from qkv.cli.common import FilePath, model_or_error, positive_float
 from qkv.cli.errors import CliError
 from qkv.explain import scenes
 
@@ -24,7 +24,7 @@ from qkv.explain import scenes
               help="a τ to precompute (repeat for several; default: 1). Only these are offered.")
 @click.option("--layer", "layers", type=int, multiple=True,
               help="with --model: a layer to include (repeat; default: every layer)")
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False, writable=True),
+@click.option("-o", "--output", required=True, type=FilePath(writable=True),
               help="the HTML file to write")
 def export(preset, model_name, text, select, temperatures, layers, output):
     """Write the interactive panels as one self-contained HTML file.
