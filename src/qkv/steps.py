@@ -197,7 +197,8 @@ def weighted_sum(weights, v, mask=None):
     xp = namespace(weights, v)
     dtype = xp.result_type(weights, v)
     weights, v = (a if a.dtype == dtype else xp.astype(a, dtype) for a in (weights, v))
-    z = _times_v(weights, v)  # (..., L, S) @ (..., S, d_v) -> (..., L, d_v)
+    with np.errstate(invalid="ignore", over="ignore"):  # 0·NaN is looked at below
+        z = _times_v(weights, v)  # (..., L, S) @ (..., S, d_v) -> (..., L, d_v)
     if not bool(xp.all(xp.isfinite(z))):  # 0·NaN at a masked key, or a bad visible v
         bad = ~xp.all(xp.isfinite(v), axis=-1, keepdims=True)  # (..., S, 1)
         z = _times_v(weights, xp.where(bad, 0.0, v))

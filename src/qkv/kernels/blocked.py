@@ -77,8 +77,9 @@ def blocked_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature
 
         def run(item):
             u0, u1, rows = item
-            plan.tile(*(units.take(name, u0, u1) for name in ("q", "k", "v", "mask", "out")),
-                      rows)
+            with np.errstate(invalid="ignore", over="ignore"):  # non-finite: see dispatch
+                plan.tile(*(units.take(name, u0, u1) for name in ("q", "k", "v", "mask", "out")),
+                          rows)
 
         workers = min(workers, len(items))
         try:
