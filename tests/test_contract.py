@@ -185,7 +185,7 @@ CASES = [
                       "k": -np.abs(a["k"]) * 1e20 - 1e20},
          (ValueError, r"scores overflow float32")),
     Case("NaN/inf in k and v of masked keys", _masked_garbage),
-    Case("NaN in k of a key hidden by causal",
+    Case("NaN/inf in the last key, which causal hides from all but the last row",
          lambda rng: {**(a := _qkv(rng, L=5, S=5)), "k": _set(a["k"], 4, np.nan),
                       "v": _set(a["v"], 4, np.inf), "causal": True}),
     Case("NaN in a query (its row is NaN)",
