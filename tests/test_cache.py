@@ -37,3 +37,39 @@ def test_cache_with_context_is_refused(rng):
     mha = qkv.MultiHeadAttention(4, 2, seed=0)
     with pytest.raises(ValueError, match="cache="):
         mha(np.zeros((1, 4)), np.zeros((3, 4)), cache=qkv.KVCache())
+
+
+def _state(cache):
+    return len(cache), None if cache.k is None else (cache.k.copy(), cache.v.copy())
+
+
+@pytest.mark.parametrize("k, v, error, match", [
+    (np.zeros((2, 1, 4)), np.zeros((2, 1, 5)), TypeError, r"holds ndarray of float32.*float64"),
+    (np.zeros((2, 1, 4), np.int64), np.zeros((2, 1, 5), np.int64), TypeError, "floating"),
+    (np.zeros((2, 1, 4), np.float16), np.zeros((2, 1, 5), np.float16), TypeError, "float16"),
+    (np.zeros((2, 1, 4), np.float32), np.zeros((2, 2, 5), np.float32), ValueError, "length"),
+    (np.zeros((2, 1, 4), np.float32), np.zeros((2, 1, 5), np.float64), TypeError, "one floating"),
+    (np.zeros((3, 1, 4), np.float32), np.zeros((3, 1, 5), np.float32), ValueError, "cached"),
+    (np.zeros((2, 1, 7), np.float32), np.zeros((2, 1, 5), np.float32), ValueError, "cached"),
+    (np.zeros(4, np.float32), np.zeros((2, 1, 5), np.float32), ValueError, "length, d"),
+])
+def test_a_refused_chunk_leaves_the_cache_as_it_was(rng, k, v, error, match):
+    cache = qkv.KVCache()
+    cache.update(rng.normal(size=(2, 3, 4)).astype(np.float32),
+                 rng.normal(size=(2, 3, 5)).astype(np.float32))
+    before = _state(cache)
+    with pytest.raises(error, match=match):
+        cache.update(k, v)
+    after = _state(cache)
+    assert after[0] == before[0] == 3 and cache.k.dtype == np.float32
+    assert all(np.array_equal(a, b) for a, b in zip(after[1], before[1]))
+
+
+def test_the_first_chunk_fixes_the_dtype_and_torch_chunks_are_refused_by_a_numpy_cache():
+    torch = pytest.importorskip("torch")
+    cache = qkv.KVCache()
+    cache.update(np.ones((1, 2, 3), np.float64), np.ones((1, 2, 3), np.float64))
+    with pytest.raises(TypeError, match=r"ndarray of float64.*Tensor"):
+        cache.update(torch.ones(1, 1, 3, dtype=torch.float64), torch.ones(1, 1, 3, dtype=torch.float64))
+    k, v = cache.update(np.full((1, 1, 3), 2.0), np.full((1, 1, 3), 3.0))
+    assert k.dtype == np.float64 and k[0, :, 0].tolist() == [1, 1, 2] and len(cache) == 3

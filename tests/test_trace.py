@@ -84,3 +84,65 @@ def test_torch_trace_serialises(rng):
     _, tr = qkv.attention(q, q, q, return_trace=True)
     back = Trace.from_json(tr.to_json())
     assert np.allclose(back.weights, tr.weights.detach().numpy(), rtol=0, atol=0)
+
+
+def _small_trace():
+    q = np.array([[1.0, 0.0], [0.0, 2.0]])
+    return qkv.attention(q, q, q, causal=True, return_trace=True)[1]
+
+
+def _with(**changes):
+    d = json.loads(_small_trace().to_json())
+    for path, value in changes.items():
+        node, *keys = path.split("__")
+        target = d[node]
+        for key in keys[:-1]:
+            target = target[key]
+        if keys:
+            target[keys[-1]] = value
+        else:
+            d[node] = value
+    return json.dumps(d)
+
+
+@pytest.mark.parametrize("changes, field", [
+    ({"steps__weights__dtype": "V2000000000"}, "steps.weights.dtype"),
+    ({"steps__weights__dtype": "object"}, "steps.weights.dtype"),
+    ({"steps__weights__dtype": "complex128"}, "steps.weights.dtype"),
+    ({"mask__dtype": "int8"}, "mask.dtype"),
+    ({"steps__z__shape": [100000, 100000]}, "steps.z.shape"),
+    ({"steps__z__shape": [1] * 9}, "steps.z.shape"),
+    ({"steps__z__shape": [2, -2]}, "steps.z.shape"),
+    ({"steps__z__shape": [3, 2]}, "steps.z.data"),
+    ({"steps__z__data": [[1.0, "1e5"], [0.0, 1.0]]}, "steps.z.data"),
+    ({"steps__z__data": [[1.0, None], [0.0, 1.0]]}, "steps.z.data"),
+    ({"mask__data": [[1, 0], [1, 1]]}, "mask.data"),
+    ({"steps__z": [1, 2]}, "steps.z"),
+    ({"steps": []}, "steps"),
+    ({"settings": "x"}, "settings"),
+    ({"tokens": [1, 2]}, "tokens"),
+    ({"steps__attn": {"dtype": "float64", "shape": [], "data": 1.0}}, "steps"),
+])
+def test_from_json_names_the_bad_field_and_allocates_nothing_big(changes, field):
+    with pytest.raises(ValueError, match=rf"^{field.replace('.', '[.]')}\b"):
+        Trace.from_json(_with(**changes))
+
+
+def test_from_json_refuses_deep_nesting_and_a_total_past_the_limit(monkeypatch):
+    with pytest.raises(ValueError, match="nested too deeply"):
+        Trace.from_json("[" * 100000 + "]" * 100000)
+    monkeypatch.setattr("qkv.trace.MAX_ELEMENTS", 10)  # the small trace has ~30 numbers
+    with pytest.raises(ValueError, match=r"steps\.\w+\.shape: .* more than the 10"):
+        Trace.from_json(_small_trace().to_json())
+
+
+def test_traces_compare_by_their_arrays():
+    a, b = _small_trace(), _small_trace()
+    assert a == b and a == Trace.from_json(a.to_json())
+    b.steps["z"] = b.z + 1e-12
+    assert a != b
+    assert a != Trace(dict(a.steps), {**a.settings, "mask": None})
+    assert (a == "trace") is False
+    nan = Trace({"z": np.array([np.nan])}, {})
+    assert nan == Trace({"z": np.array([np.nan])}, {})
+    assert nan != Trace({"z": np.array([np.nan], np.float32)}, {})

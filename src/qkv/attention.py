@@ -39,8 +39,9 @@ def attention(q, k, v, *, mask=None, causal=False, scale=None, temperature=1.0,
     p = checks.problem(q, k, v, mask=mask, causal=causal, scale=scale, temperature=temperature)
     if backend != "reference":
         name = dispatch.choose(backend, p, return_trace=return_trace)
-        if name != "reference":
-            return dispatch.run(name, p)
+        out = None if name == "reference" else dispatch.run(name, p)
+        if out is not None:
+            return out  # else the reference decides: NaN rows or the overflow error
     kept, settings = traced_steps(p)
     kept["out"] = kept["z"]
     if return_trace:
@@ -67,15 +68,16 @@ def traced_steps(p: checks.Problem):
     kept = {"q": q, "k": k}
     if v is not None:
         kept["v"] = v
+    q, k, v = (None if a is None else checks.at_least_float32(xp, a) for a in (q, k, v))
     kept["scores"] = steps.scores(q, k)  # (..., L, d_k) @ (..., d_k, S) -> (..., L, S)
     kept["scaled"] = steps.scale(kept["scores"], p.scale)
     kept["tempered"] = steps.temper(kept["scaled"], tau)
-    if tau < 1:
-        checks.no_overflow(xp, kept["scaled"], kept["tempered"], tau)
     kept["masked"] = steps.apply_mask(kept["tempered"], full_mask)
     kept["weights"] = steps.softmax(kept["masked"], full_mask)
     if v is not None:
-        kept["z"] = steps.weighted_sum(kept["weights"], v, full_mask)  # (..., L, d_v)
+        z = steps.weighted_sum(kept["weights"], v, full_mask)  # (..., L, d_v)
+        kept["z"] = z if z.dtype == p.q.dtype else xp.astype(z, p.q.dtype)  # the input's dtype
+    checks.no_overflow(p, kept, full_mask)
     heads = q.shape[-3] if q.ndim >= 3 else None
     settings = {
         "scale": p.scale, "temperature": tau, "causal": p.causal, "mask": full_mask,

@@ -37,30 +37,49 @@ class KVCache:
         return None if self._v is None else self._v[..., : self.length, :]
 
     def update(self, k, v):
-        """Append k (..., t, d_k) and v (..., t, d_v); return all keys and values so far."""
-        if k.shape[-2] != v.shape[-2]:
-            raise ValueError(f"k and v must add the same number of positions, got k "
-                             f"{tuple(k.shape)} and v {tuple(v.shape)}")
-        if self._k is not None:
-            for name, new, old in (("k", k, self._k), ("v", v, self._v)):
-                if new.shape[:-2] != old.shape[:-2] or new.shape[-1] != old.shape[-1]:
-                    raise ValueError(f"{name} must match the cached (..., length, d) shape "
-                                     f"{tuple(old.shape[:-2])} + (length, {old.shape[-1]}), "
-                                     f"got {tuple(new.shape)}")
-        t = k.shape[-2]
-        self._k = self._grown(self._k, k, t)
-        self._v = self._grown(self._v, v, t)
-        n = self.length
-        self._k[..., n : n + t, :] = k
-        self._v[..., n : n + t, :] = v
-        self.length = n + t
+        """Append k (..., t, d_k) and v (..., t, d_v); return all keys and values so far.
+
+        All or nothing: the chunk is checked first (shapes against each other and the cache,
+        one floating dtype, the dtype of the first chunk), and a refused chunk leaves the
+        cache as it was.
+        """
+        self._check(k, v)
+        t, n = k.shape[-2], self.length
+        grown_k, grown_v = self._grown(self._k, k, t), self._grown(self._v, v, t)
+        grown_k[..., n : n + t, :] = k  # (..., heads, n:n+t, d_k)
+        grown_v[..., n : n + t, :] = v  # (..., heads, n:n+t, d_v)
+        self._k, self._v, self.length = grown_k, grown_v, n + t
         return self.k, self.v
+
+    def _check(self, k, v):
+        for name, a in (("k", k), ("v", v)):
+            if getattr(a, "ndim", 0) < 2:
+                raise ValueError(f"{name} must have shape (..., length, d), got "
+                                 f"{tuple(getattr(a, 'shape', ()))}")
+        xp = steps.namespace(k, v)
+        if k.dtype != v.dtype or not xp.isdtype(k.dtype, "real floating"):
+            raise TypeError(f"k and v must share one floating dtype, got k {k.dtype} and "
+                            f"v {v.dtype}")
+        if k.shape[:-1] != v.shape[:-1]:
+            raise ValueError(f"k and v must have the same (..., length) axes, got k "
+                             f"{tuple(k.shape)} and v {tuple(v.shape)}")
+        if self._k is None:
+            return
+        if steps.namespace(self._k) is not xp or k.dtype != self._k.dtype:
+            raise TypeError(f"the cache holds {type(self._k).__name__} of {self._k.dtype} (fixed "
+                            f"by its first chunk), got {type(k).__name__} of {k.dtype}; "
+                            "convert the chunk first")
+        for name, new, old in (("k", k, self._k), ("v", v, self._v)):
+            if new.shape[:-2] != old.shape[:-2] or new.shape[-1] != old.shape[-1]:
+                raise ValueError(f"{name} must match the cached (..., length, d) shape "
+                                 f"{tuple(old.shape[:-2])} + (length, {old.shape[-1]}), "
+                                 f"got {tuple(new.shape)}")
 
     def _grown(self, buf, new, t):
         """buf with room for t more positions (capacity doubles), in new's library and dtype."""
         xp = steps.namespace(new)
         need = self.length + t
-        if buf is not None and buf.shape[-2] >= need and buf.dtype == new.dtype:
+        if buf is not None and buf.shape[-2] >= need:
             return buf
         capacity = max(need, 2 * (buf.shape[-2] if buf is not None else 0), 16)
         shape = (*new.shape[:-2], capacity, new.shape[-1])

@@ -118,15 +118,49 @@ def effective_mask(p: Problem):
     return mask
 
 
-def no_overflow(xp, scaled, tempered, tau: float) -> None:
-    """A τ so small that finite scaled scores become ±inf would lose which key wins."""
-    overflow = xp.isinf(tempered) & xp.isfinite(scaled)
-    if bool(xp.any(overflow)):
-        largest = float(xp.max(xp.abs(xp.where(overflow, scaled, 0.0))))
+def at_least_float32(xp, a):
+    """a in float32 when it is float16/bfloat16 (scores, softmax and sums never run below
+    float32), else a itself."""
+    return xp.astype(a, xp.float32) if xp.finfo(a.dtype).bits < 32 else a
+
+
+def no_overflow(p: Problem, kept: dict, mask) -> None:
+    """Refuse scores that overflowed: a row of ``kept["weights"]`` is NaN (its max score is +inf
+    or NaN, or every score it sees is −inf) although its q and every key it sees are finite.
+
+    ``kept``: the reference's steps. A finite z (or weights) — the common case — ends the check
+    at once; a NaN that comes from a NaN or ±inf input stays in the result, as documented.
+    """
+    weights = kept["weights"]
+    xp = steps.namespace(weights)
+    if bool(xp.all(xp.isfinite(kept.get("z", weights)))):
+        return
+    undefined = xp.any(xp.isnan(weights), axis=-1)  # (..., L): no defined softmax
+    q_ok = xp.all(xp.isfinite(p.q), axis=-1)  # (..., L)
+    k_bad = xp.astype(~xp.all(xp.isfinite(p.k), axis=-1, keepdims=True), weights.dtype)
+    # (..., L, 1) @ (..., 1, S) -> (..., L, S): 1 where the key's k holds a NaN or ±inf
+    k_bad = steps.scores(xp.ones_like(weights[..., :1]), k_bad)
+    if mask is not None:
+        k_bad = xp.where(mask, k_bad, 0.0)
+    if not bool(xp.any(undefined & q_ok & ~xp.any(k_bad > 0, axis=-1))):
+        return
+    scaled, tempered, tau = kept["scaled"], kept["tempered"], p.temperature
+    by_tau = xp.isinf(tempered) & xp.isfinite(scaled)  # finite until divided by τ
+    if bool(xp.any(by_tau)):
+        largest = float(xp.max(xp.abs(xp.where(by_tau, scaled, 0.0))))
         limit = largest / float(xp.finfo(tempered.dtype).max)
         raise ValueError(f"temperature {tau:g} is too small for these scores: scaled ÷ τ "
                          f"overflows {tempered.dtype} (largest |scaled| = {largest:g}); "
                          f"use τ ≥ {limit:.3g}")
+    raise ValueError(
+        f"the scores overflow {weights.dtype}: q·kᵀ·scale/τ is ±inf or NaN for a key that a "
+        f"query sees although q and k are finite (largest |q| {_largest(xp, p.q):.3g}, "
+        f"largest |k| {_largest(xp, p.k):.3g}, scale {p.scale:g}, τ {tau:g}); "
+        "use float64 inputs, a smaller scale or a larger τ")
+
+
+def _largest(xp, a) -> float:
+    return float(xp.max(xp.abs(a))) if a.size else 0.0
 
 
 def scale_factor(scale, d_k: int) -> float:

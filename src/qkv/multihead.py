@@ -145,8 +145,8 @@ class MultiHeadAttention:
         p = checks.problem(q, k, v, mask=mask, causal=causal, scale=scale,
                            temperature=temperature)
         name = dispatch.choose(backend, p, return_trace=return_trace)
-        if name != "reference":
-            z = dispatch.run(name, p)  # (..., n_heads, L, d_head)
+        z = None if name == "reference" else dispatch.run(name, p)  # (..., n_heads, L, d_head)
+        if z is not None:  # else the reference decides: NaN rows or the overflow error
             return steps.project_out(z, self.W_O, self.b_O)[1]
         kept, settings = traced_steps(p)
         kept["head_out"], kept["out"] = steps.project_out(kept["z"], self.W_O, self.b_O)

@@ -128,32 +128,32 @@ def apply_mask(tempered, mask):
 def softmax(masked, mask=None):
     """weights = exp(s − max s) / Σ exp(s − max s), row-wise over keys, computed in ≥ float32.
 
-    A row whose keys are all masked (decided from ``mask``) gets weights 0.
+    The max is a shift only: no gradient flows through it (torch's softmax does the same).
+    A row whose keys are all masked (decided from ``mask``) gets weights 0; a row whose max
+    is not finite (+inf or NaN among its scores, or every visible score −inf) gets NaN.
     """
     xp = namespace(masked)
     if masked.dtype not in (xp.float32, xp.float64):
         masked = xp.astype(masked, xp.float32)  # never below float32
     if masked.shape[-1] == 0:
         return masked
-    row_max = xp.max(masked, axis=-1, keepdims=True)  # (..., L, 1)
-    live = None if mask is None else xp.any(mask, axis=-1, keepdims=True)  # row sees any key
-    if live is not None:
-        row_max = xp.where(live, row_max, 0.0)
-    # Entries equal to the row max shift to 0, also when the max is +inf (an overflowed
-    # scaled/τ): the softmax then splits the row among its +inf entries, its limit.
-    with np.errstate(invalid="ignore"):  # inf − inf, replaced by the where
-        e = xp.exp(xp.where(masked == row_max, 0.0, masked - row_max))  # (..., L, S)
-    total = xp.sum(e, axis=-1, keepdims=True)  # (..., L, 1)
-    if live is not None:
-        total = xp.where(live, total, 1.0)
-    return e / total
+    row_max = _no_grad(xp.max(masked, axis=-1, keepdims=True))  # (..., L, 1)
+    # a row max of ±inf or NaN leaves no defined softmax: NaN shifts the whole row to NaN
+    shift = xp.where(xp.isfinite(row_max), row_max, math.nan)
+    with np.errstate(invalid="ignore"):
+        e = xp.exp(masked - shift)  # (..., L, S)
+    w = e / xp.sum(e, axis=-1, keepdims=True)  # (..., L, S)
+    if mask is None:
+        return w
+    return xp.where(xp.any(mask, axis=-1, keepdims=True), w, 0.0)  # no key to see: 0
 
 
 def logsumexp(masked, mask=None):
-    """lse = log Σ_j exp(masked_j) per row, with the row max subtracted first; −inf for a row
-    whose keys are all masked (decided from ``mask``). (..., L, S) -> (..., L)."""
+    """lse = log Σ_j exp(masked_j) per row, with the row max subtracted first (no gradient
+    through it); −inf for a row whose keys are all masked (decided from ``mask``).
+    (..., L, S) -> (..., L)."""
     xp = namespace(masked)
-    row_max = xp.max(masked, axis=-1, keepdims=True)  # (..., L, 1)
+    row_max = _no_grad(xp.max(masked, axis=-1, keepdims=True))  # (..., L, 1)
     live = None if mask is None else xp.any(mask, axis=-1, keepdims=True)
     if live is not None:
         row_max = xp.where(live, row_max, 0.0)
@@ -163,6 +163,11 @@ def logsumexp(masked, mask=None):
     if live is not None:
         lse = xp.where(live, lse, -math.inf)
     return lse[..., 0]
+
+
+def _no_grad(a):
+    """a as a constant for autograd (torch tensors are detached; NumPy has no gradients)."""
+    return a.detach() if is_torch_array(a) else a
 
 
 def merge_partials(z_a, lse_a, z_b, lse_b):
@@ -182,22 +187,37 @@ def merge_partials(z_a, lse_a, z_b, lse_b):
 
 
 def weighted_sum(weights, v, mask=None):
-    """z = weights·v.
+    """z = weights·v, in the wider dtype of the two (float32 weights keep half-precision v
+    from rounding the sum).
 
     (..., L, S) @ (..., S, d_v) -> (..., L, d_v); grouped-query aware like ``scores``.
-    Rows whose keys are all masked give z = 0.
+    Rows whose keys are all masked give z = 0. A masked key's v never reaches z, whatever it
+    holds; a NaN or ±inf in the v of a key the row sees makes the row NaN.
     """
     xp = namespace(weights, v)
-    weights = xp.astype(weights, v.dtype) if weights.dtype != v.dtype else weights
-    if kv_groups(weights, v) == 1:
-        z = weights @ v  # (..., L, S) @ (..., S, d_v) -> (..., L, d_v)
-    else:
-        G = v.shape[-3]
-        # (..., G, r, L, S) @ (..., G, 1, S, d_v) -> (..., G, r, L, d_v)
-        z = _ungrouped(_grouped(weights, G) @ v[..., :, None, :, :])
+    dtype = xp.result_type(weights, v)
+    weights, v = (a if a.dtype == dtype else xp.astype(a, dtype) for a in (weights, v))
+    with np.errstate(invalid="ignore", over="ignore"):  # 0·NaN is looked at below
+        z = _times_v(weights, v)  # (..., L, S) @ (..., S, d_v) -> (..., L, d_v)
+    if not bool(xp.all(xp.isfinite(z))):  # 0·NaN at a masked key, or a bad visible v
+        bad = ~xp.all(xp.isfinite(v), axis=-1, keepdims=True)  # (..., S, 1)
+        z = _times_v(weights, xp.where(bad, 0.0, v))
+        seen = xp.ones_like(weights) if mask is None else xp.astype(
+            xp.broadcast_to(mask, weights.shape), dtype)  # (..., L, S)
+        sees_bad = _times_v(seen, xp.astype(bad, dtype)) > 0  # (..., L, 1)
+        z = xp.where(sees_bad, math.nan, z)
     if mask is not None:
         z = xp.where(xp.any(mask, axis=-1, keepdims=True), z, 0.0)
     return z
+
+
+def _times_v(weights, v):
+    """(..., L, S) @ (..., [G,] S, n) -> (..., L, n), a K/V head serving its query group."""
+    if kv_groups(weights, v) == 1:
+        return weights @ v  # (..., L, S) @ (..., S, n) -> (..., L, n)
+    G = v.shape[-3]
+    # (..., G, r, L, S) @ (..., G, 1, S, n) -> (..., G, r, L, n)
+    return _ungrouped(_grouped(weights, G) @ v[..., :, None, :, :])
 
 
 def project_out(z, W_O, b_O=None):

@@ -17,6 +17,11 @@ STEPS = ("x", "q", "k", "v", "rope", "scores", "scaled", "tempered", "masked",
          "weights", "z", "head_out", "out")
 
 FORMAT = "qkv.trace/1"
+# What ``from_json`` accepts: the dtypes ``to_json`` writes, and a size checked before any
+# array is made (a 64-token, 8-head trace has ~33k numbers per step).
+DTYPES = ("float16", "float32", "float64", "bool")
+MAX_NDIM = 8
+MAX_ELEMENTS = 1 << 24
 
 
 def to_numpy(a) -> np.ndarray:
@@ -28,7 +33,7 @@ def to_numpy(a) -> np.ndarray:
     return np.asarray(a)
 
 
-@dataclass
+@dataclass(eq=False)
 class Trace:
     """The steps of one attention computation.
 
@@ -65,6 +70,19 @@ class Trace:
 
     def __contains__(self, name: str) -> bool:
         return name in self.steps
+
+    def __eq__(self, other) -> bool:
+        """Same steps (dtype, shape and values, NaN equal to NaN), settings and tokens."""
+        if not isinstance(other, Trace):
+            return NotImplemented
+        mine, theirs = self.numpy(), other.numpy()
+        return (mine.tokens == theirs.tokens and mine.key_tokens == theirs.key_tokens
+                and mine.steps.keys() == theirs.steps.keys()
+                and mine.settings.keys() == theirs.settings.keys()
+                and all(_same(mine.steps[n], theirs.steps[n]) for n in mine.steps)
+                and all(_same(mine.settings[n], theirs.settings[n]) for n in mine.settings))
+
+    __hash__ = None  # mutable arrays inside
 
     @property
     def names(self) -> list[str]:
@@ -123,16 +141,34 @@ class Trace:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Trace":
-        if d.get("format") != FORMAT:
-            raise ValueError(f"expected a trace in format {FORMAT!r}, got {d.get('format')!r}")
+        """The trace ``to_dict`` wrote; anything else is a ValueError naming the field."""
+        if not isinstance(d, dict) or d.get("format") != FORMAT:
+            got = d.get("format") if isinstance(d, dict) else type(d).__name__
+            raise ValueError(f"format: expected a trace in format {FORMAT!r}, got {got!r}")
+        for name in ("settings", "steps"):
+            if not isinstance(d.get(name), dict):
+                raise ValueError(f"{name}: expected an object, got {type(d.get(name)).__name__}")
+        for name in ("tokens", "key_tokens"):
+            labels = d.get(name)
+            if labels is not None and not (isinstance(labels, list)
+                                           and all(isinstance(t, str) for t in labels)):
+                raise ValueError(f"{name}: expected a list of strings or null")
+        unknown = sorted(set(d["steps"]) - set(STEPS))
+        if unknown:
+            raise ValueError(f"steps: unknown step names {unknown}; expected names from {STEPS}")
+        budget = [MAX_ELEMENTS]  # numbers left for the whole trace
         settings = dict(d["settings"])
-        settings["mask"] = None if d.get("mask") is None else _decode(d["mask"])
-        steps = {k: _decode(a) for k, a in d["steps"].items()}
+        settings["mask"] = None if d.get("mask") is None else _decode(d["mask"], "mask", budget)
+        steps = {k: _decode(a, f"steps.{k}", budget) for k, a in d["steps"].items()}
         return cls(steps, settings, d.get("tokens"), d.get("key_tokens"))
 
     @classmethod
     def from_json(cls, text: str) -> "Trace":
-        return cls.from_dict(json.loads(text))
+        try:
+            d = json.loads(text)
+        except RecursionError:
+            raise ValueError("trace JSON is nested too deeply") from None
+        return cls.from_dict(d)
 
     # ---- notebook display ------------------------------------------------------------------
 
@@ -163,16 +199,64 @@ def _finite_or_text(x):
     return x if math.isfinite(x) else repr(x)  # 'inf', '-inf', 'nan'
 
 
-def _decode(d: dict) -> np.ndarray:
-    dtype = np.dtype(d["dtype"])
-    shape = tuple(d["shape"])
-    if dtype == np.bool_:
-        return np.array(d["data"], dtype=bool).reshape(shape)
-    data = _text_to_float(d["data"])
-    return np.array(data, dtype=np.float64).astype(dtype).reshape(shape)
+def _decode(d, field_name: str, budget: list) -> np.ndarray:
+    """{dtype, shape, data} -> array, every part checked (``field_name`` names it in errors)
+    and the declared size counted against ``budget`` before anything is allocated."""
+    if not isinstance(d, dict):
+        raise ValueError(f"{field_name}: expected an object {{dtype, shape, data}}, got "
+                         f"{type(d).__name__}")
+    dtype, shape = d.get("dtype"), d.get("shape")
+    if dtype not in DTYPES:
+        raise ValueError(f"{field_name}.dtype: expected one of {DTYPES}, got {dtype!r}")
+    if not (isinstance(shape, list) and len(shape) <= MAX_NDIM and all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)):
+        raise ValueError(f"{field_name}.shape: expected at most {MAX_NDIM} non-negative "
+                         f"integers, got {str(shape)[:100]}")
+    size = math.prod(shape)
+    if size > budget[0]:
+        raise ValueError(f"{field_name}.shape: {shape} holds {size} numbers, more than the "
+                         f"{MAX_ELEMENTS} a trace may hold")
+    budget[0] -= size
+    leaves = _leaves(d.get("data"), shape, f"{field_name}.data")
+    if dtype == "bool":
+        if not all(isinstance(x, bool) for x in leaves):
+            raise ValueError(f"{field_name}.data: expected true/false values")
+        return np.array(leaves, dtype=bool).reshape(shape)
+    try:
+        numbers = [_number(x) for x in leaves]
+    except (TypeError, ValueError):
+        raise ValueError(f"{field_name}.data: expected numbers or 'inf', '-inf', 'nan'") from None
+    return np.array(numbers, dtype=np.float64).astype(dtype).reshape(shape)
 
 
-def _text_to_float(x):
-    if isinstance(x, list):
-        return [_text_to_float(e) for e in x]
+def _leaves(data, shape, field_name: str) -> list:
+    """The numbers of nested lists ``data`` that must have exactly ``shape``, flattened; the
+    work is bounded by the declared size."""
+    level = [data]
+    for depth, n in enumerate(shape):
+        nxt = []
+        for item in level:
+            if not isinstance(item, list) or len(item) != n:
+                raise ValueError(f"{field_name}: expected nested lists of shape {shape}, axis "
+                                 f"{depth} does not hold {n} entries")
+            nxt.extend(item)
+        level = nxt
+    return level
+
+
+def _number(x) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float, str)):
+        raise TypeError(x)
+    if isinstance(x, str) and x not in ("inf", "-inf", "nan"):
+        raise ValueError(x)
     return float(x)
+
+
+def _same(a, b) -> bool:
+    """Equal settings values or arrays (dtype, shape and values; NaN equals NaN)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a), np.asarray(b)
+        nan_ok = a.dtype.kind == "f" and b.dtype.kind == "f"
+        return a.dtype == b.dtype and a.shape == b.shape and bool(
+            np.array_equal(a, b, equal_nan=nan_ok))
+    return a == b

@@ -46,9 +46,13 @@ def blocked_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature
     q (..., [H,] L, d_k), k (..., [G,] S, d_k), v (..., [G,] S, d_v), one floating dtype, G
     dividing H (``qkv.attention`` checks all this). mask: boolean, broadcastable to
     (..., H, L, S), or None. causal: None, "bottom-right" or "top-left". workers: threads
-    (default: one per CPU, or one for small problems). Returns (..., [H,] L, d_v) in q's dtype.
+    (default: one per CPU, or one for small problems). Returns (..., [H,] L, d_v) in q's dtype,
+    or None when a row that sees keys got no weight at all (every score it sees is −inf: an
+    infinite input or an overflow), which the reference then decides.
     """
-    work = np.float64 if q.dtype == np.float64 else np.float32  # float16 runs in float32
+    work, dtype = (np.float64 if q.dtype == np.float64 else np.float32), q.dtype
+    if q.dtype != work:
+        q, k, v = (a.astype(work) for a in (q, k, v))  # scores, softmax and sums in float32
     L, S, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     nd = max(q.ndim, k.ndim, v.ndim, 3)
     q4, k4, v4 = (padded(a, nd) for a in (q, k, v))  # (..., heads, length, features)
@@ -73,19 +77,27 @@ def blocked_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature
 
         def run(item):
             u0, u1, rows = item
-            plan.tile(*(units.take(name, u0, u1) for name in ("q", "k", "v", "mask", "out")),
-                      rows)
+            with np.errstate(invalid="ignore", over="ignore"):  # non-finite: see dispatch
+                plan.tile(*(units.take(name, u0, u1) for name in ("q", "k", "v", "mask", "out")),
+                          rows)
 
         workers = min(workers, len(items))
-        with single_threaded_blas():  # measured: threads over tiles beat threaded BLAS calls
-            if workers <= 1:
-                for item in items:
-                    run(item)
-            else:
-                list(pool(workers).map(run, items))
+        try:
+            with single_threaded_blas():  # measured: threads over tiles beat threaded BLAS
+                if workers <= 1:
+                    for item in items:
+                        run(item)
+                else:
+                    list(pool(workers).map(run, items))
+        except _NoWeight:
+            return None
     out = out.reshape(*batch, G * r, L, d_v)  # (..., H, L, d_v)
     out = out.reshape(out.shape[nd - max(q.ndim, k.ndim, v.ndim):])  # drop the padding axes
-    return out if out.dtype == q.dtype else out.astype(q.dtype)
+    return out if out.dtype == dtype else out.astype(dtype)
+
+
+class _NoWeight(Exception):
+    """A row that sees keys summed no weight: the kernel's 0 would hide a NaN or an overflow."""
 
 
 class _Buffers(NamedTuple):
@@ -186,7 +198,9 @@ class _Plan:
             ell += s.sum(axis=-1)
             pv = buf.pv[: u * n * self.d_v].reshape(u, n, self.d_v)
             acc += np.matmul(s, v_u[:, j0:j1], out=pv)  # (u, n, bk) @ (u, bk, d_v)
-        dead = ell == 0  # only when every key of the row is masked (a NaN stays NaN)
+        dead = ell == 0  # every key of the row is masked, or every score it sees is −inf
+        if dead.any() and (dead & self._sees_keys(m_u, rows, pos)).any():
+            raise _NoWeight
         np.divide(acc, ell[..., None], out=acc, where=~dead[..., None])
         acc[dead] = 0.0
         # (u, n, d_v) -> (u, h1-h0, i1-i0, d_v)
@@ -214,6 +228,17 @@ class _Plan:
                 np.empty(rows * self.d_k, self.dtype), np.empty(rows * self.bk, self.dtype),
                 np.empty(rows * self.d_v, self.dtype))
         return buf
+
+    def _sees_keys(self, m_u, rows, pos):
+        """Boolean (u or 1, n): which of the tile's rows see at least one key."""
+        h0, h1, i0, i1 = rows
+        j = np.arange(self.S)  # (S,)
+        seen = np.ones((1, len(pos), self.S), bool)  # (1, n, S)
+        if self.offset is not None:
+            seen = seen & (j[None, :] <= pos[:, None] + self.offset)  # (n, S)
+        if m_u is not None:
+            seen = seen & m_u[:, h0:h1, i0:i1].reshape(m_u.shape[0], -1, self.S)  # (u, n, S)
+        return seen.any(axis=-1)
 
     def _hidden(self, m_u, rows, j0, j1, diagonal, pos):
         """Boolean (u or 1, n, j1-j0) of masked scores in this tile; None if none is, True if

@@ -8,7 +8,10 @@
 
 Inputs arrive checked (``checks.problem``), so bad input gets the same error whichever path
 runs, and every kernel keeps the reference's conventions (mask True = may attend, causal
-alignment, a row that sees no key gives 0).
+alignment, a row that sees no key gives 0). Where a kernel's answer is not finite (a NaN or
+±inf input, garbage at a masked key, an overflow), ``run`` returns None and the caller runs the
+reference, whose steps decide: NaN rows, or the overflow error. The common path pays one
+finiteness check of the output.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import math
 
 from array_api_compat import is_torch_array
 
+from qkv import steps
 from qkv.checks import Problem
 from qkv.kernels.blocked import blocked_attention
 from qkv.kernels.torch_sdpa import torch_attention
@@ -42,7 +46,7 @@ def choose(backend, p: Problem, *, return_trace=False) -> str:
         raise TypeError("backend='blocked' runs on NumPy arrays, got torch tensors; use "
                         "backend='torch' or 'auto' for tensors")
     if backend == "torch" or backend == "auto" and torch_in:
-        if min(p.q.shape[-2], p.k.shape[-2], p.q.shape[-1]) == 0:
+        if 0 in (*p.q.shape, *p.k.shape, *p.v.shape):
             return "reference"  # torch refuses empty sizes: the reference's answer is exact
         return "torch"
     if backend != "auto":
@@ -54,7 +58,12 @@ def choose(backend, p: Problem, *, return_trace=False) -> str:
 
 
 def run(name: str, p: Problem):
-    """Attention by the kernel ``name`` ("blocked" or "torch") on checked inputs."""
+    """Attention by the kernel ``name`` ("blocked" or "torch") on checked inputs; None when
+    the kernel cannot vouch for its answer (see above): then the reference decides."""
     kernel = blocked_attention if name == "blocked" else torch_attention
-    return kernel(p.q, p.k, p.v, mask=p.mask, causal=p.causal, scale=p.scale,
-                  temperature=p.temperature)
+    out = kernel(p.q, p.k, p.v, mask=p.mask, causal=p.causal, scale=p.scale,
+                 temperature=p.temperature)
+    if out is None:
+        return None
+    xp = steps.namespace(out)
+    return out if bool(xp.all(xp.isfinite(out))) else None

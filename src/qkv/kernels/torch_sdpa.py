@@ -19,15 +19,21 @@ def torch_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature=1
     without a copy and the result comes back as NumPy). Inputs become 4-D (batch, heads, L, d)
     so torch uses its fused kernel; grouped K/V heads use ``enable_gqa``; the causal mask is
     torch's ``is_causal`` where the alignments agree (top-left, or L = S) and a boolean mask
-    otherwise; rows that see no key are set to 0 (torch would give NaN).
+    otherwise; rows that see no key are set to 0 (torch would give NaN). float16/bfloat16 run
+    in float32 and come back in their dtype. Returns None when a row that sees keys comes out
+    0 everywhere: SDPA gives 0 when every score a row sees is −inf, which the reference
+    decides (NaN, or the overflow error).
     """
     import torch
     import torch.nn.functional as F
 
     numpy_in = not is_torch_array(q)
-    if numpy_in:
-        q, k, v = (torch.as_tensor(a) for a in (q, k, v))
-        mask = None if mask is None else torch.as_tensor(mask)
+    if numpy_in:  # torch refuses negative strides: those arrays are copied
+        q, k, v, mask = (None if a is None else torch.as_tensor(
+            a if min(a.strides, default=0) >= 0 else a.copy()) for a in (q, k, v, mask))
+    dtype = q.dtype
+    if dtype in (torch.float16, torch.bfloat16):
+        q, k, v = (a.float() for a in (q, k, v))  # scores, softmax and sums in float32
     L, S, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     nd = max(q.ndim, k.ndim, v.ndim)
     if (nd == 4 and q.ndim == k.ndim == v.ndim and q.shape[0] == k.shape[0] == v.shape[0]
@@ -41,23 +47,29 @@ def torch_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature=1
         q4 = q4.expand(*batch, G * r, L, d_k).reshape(-1, G * r, L, d_k)  # (B, H, L, d_k)
         k4 = k4.expand(*batch, G, S, d_k).reshape(-1, G, S, d_k)  # (B, G, S, d_k)
         v4 = v4.expand(*batch, G, S, d_v).reshape(-1, G, S, d_v)  # (B, G, S, d_v)
-    attn_mask, is_causal = _torch_mask(mask, causal, L, S, q)
-    if batch is not None and attn_mask is not None and attn_mask.ndim > 4:  # -> (B, H, L, S)
+    attn_mask, is_causal = _torch_mask(mask, causal, L, S, q, max(nd, 4))
+    if batch is not None and attn_mask is not None:  # (..., L, S) -> (B, H, L, S)
         attn_mask = attn_mask.expand(*batch, G * r, L, S).reshape(-1, G * r, L, S)
     out = F.scaled_dot_product_attention(q4, k4, v4, attn_mask=attn_mask, is_causal=is_causal,
                                          scale=scale / temperature, enable_gqa=r > 1)
-    if attn_mask is not None:  # a row that sees no key gives 0, as in the reference
-        out = torch.where(attn_mask.any(dim=-1, keepdim=True), out, 0.0)
+    sees = None if attn_mask is None else attn_mask.any(dim=-1, keepdim=True)  # (B, H, L, 1)
+    if sees is not None:  # a row that sees no key gives 0, as in the reference
+        out = torch.where(sees, out, 0.0)
+    silent = (out == 0).all(dim=-1, keepdim=True)  # SDPA's 0 for rows of −inf scores
+    if bool((silent if sees is None else silent & sees).any()):
+        return None
     if batch is not None:
         out = out.reshape(*batch, G * r, L, d_v)  # (..., H, L, d_v)
         out = out.reshape(out.shape[max(nd, 4) - nd:])  # drop the padding axes
+    out = out if out.dtype == dtype else out.to(dtype)
     return out.numpy() if numpy_in else out
 
 
-def _torch_mask(mask, causal, L, S, like):
-    """(attn_mask, is_causal) for SDPA: torch's own is_causal is top-left aligned."""
-    if mask is not None and mask.ndim < 4:  # (..., L, S) or (S,) -> (1, ..., L, S)
-        mask = mask.reshape((1,) * (4 - mask.ndim) + tuple(mask.shape))
+def _torch_mask(mask, causal, L, S, like, nd):
+    """(attn_mask, is_causal) for SDPA: torch's own is_causal is top-left aligned. A mask gets
+    leading axes up to nd (≥ 4) dimensions."""
+    if mask is not None and mask.ndim < nd:  # (..., L, S) or (S,) -> (1, ..., L, S)
+        mask = mask.reshape((1,) * (nd - mask.ndim) + tuple(mask.shape))
     if causal is None:
         return mask, False
     if mask is None and (causal == "top-left" or L == S):
