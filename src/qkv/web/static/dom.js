@@ -1,4 +1,6 @@
-// Small DOM helpers shared by the page's modules: element building and number formatting.
+// Small DOM helpers shared by the page's modules (and by anything that reuses the render
+// modules, such as a notebook widget): element lookup and building, number formatting, colours.
+// Nothing here fetches or reads global page state.
 
 const MATHML = "http://www.w3.org/1998/Math/MathML";
 
@@ -16,6 +18,11 @@ function fill(el, attrs, children) {
   }
   return el;
 }
+
+// $("tokens") -> the page's element with that id; $("tokens", root) looks inside root only
+// (a widget's container or shadow root), so several copies of the panels can share a document.
+export const $ = (id, root = document) =>
+  root === document ? document.getElementById(id) : root.querySelector(`#${CSS.escape(id)}`);
 
 // h("td", {class: "x"}, "text", child, ...) -> an HTML element
 export const h = (tag, attrs, ...children) => fill(document.createElement(tag), attrs, children);

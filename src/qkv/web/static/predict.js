@@ -2,12 +2,11 @@
 // until the learner has picked the key they expect to win and estimated its weight. The numbers
 // come from the engine's answer the page already holds (POST /api/trace); this module only
 // compares them with the guess.
-import { deep, fmt, h } from "./dom.js";
+import { $, deep, fmt, h } from "./dom.js";
 
 const VEILED = ["panel-pipeline", "panel-weights", "panel-z", "panel-heads", "panel-formula",
                 "panel-walkthrough"];
 const TIE = 1e-9;  // keys within this of the largest weight all count as winners
-const $ = (id) => document.getElementById(id);
 
 let on = false;
 let question = null;  // the current question: {id, tokens, i, weights, visible}
@@ -20,7 +19,8 @@ function stylesheet() {
   document.head.append(h("link", { rel: "stylesheet", href: "/static/practice.css" }));
 }
 
-function build() {
+// Adds the "predict" toggle to the controls and the (hidden) panel before the pipeline panel.
+export function install() {
   stylesheet();
   const toggle = h("label", { id: "predict-label", title: "guess the weights before they are shown" },
     h("input", { type: "checkbox", id: "predict", onchange: (e) => setOn(e.target.checked) }),
@@ -166,5 +166,3 @@ function markGuess() {
   mark.style.left = `${(100 * guess.weight).toFixed(2)}%`;
   bar.append(mark);
 }
-
-build();

@@ -1,9 +1,20 @@
-// Paints one API answer into the panels. It formats and lays out numbers; it computes none.
-import { deep, fmt, h, shade, vec } from "./dom.js";
+// Paints one API answer into the panels built by panels.js inside a root element. It formats
+// and lays out numbers; it computes none, fetches nothing and keeps its memory per root, so a
+// page, a notebook widget or an exported file can each hold their own copy of the panels.
+//
+//   render(root, result, ctx)
+//     result: a POST /api/trace answer {scene, settings, trace, selected, walkthrough}
+//     ctx: {steps,               the trace's step names (GET /api/limits .steps)
+//           state: {stage},      the heatmap's stage ("scores" … "weights")
+//           scene, edits, editsVersion, maxAbs,   editable X and W (scene null: none)
+//           onSelect(i), onStage(name), onEdit(field, path, value), onError(message)}
+import { $ as byId, deep, fmt, h, shade, vec } from "./dom.js";
 import { matrixEditor } from "./editors.js";
 import { renderFormula } from "./formula.js";
 
-const STAGES = ["scores", "scaled", "tempered", "masked", "weights"];
+// The stages the heatmap shows, in the engine's order: "scores" … "weights".
+export const stagesOf = (steps) => steps.slice(steps.indexOf("scores"), steps.indexOf("weights") + 1);
+
 const STAGE_NOTES = {
   scores: "scores = q·kᵀ: how well each query matches each key.",
   scaled: "scaled = scores × scale (1/√d_k when scaling is on).",
@@ -11,8 +22,13 @@ const STAGE_NOTES = {
   masked: "masked: hidden keys set to −∞, so softmax gives them 0.",
   weights: "weights = softmax of each row: positive, each row sums to 1.",
 };
-const $ = (id) => document.getElementById(id);
 const cache = new WeakMap();
+const memos = new WeakMap();  // root -> what was last built there
+
+function memo(root) {
+  if (!memos.has(root)) memos.set(root, { editorsKey: null, qkvKey: null, latest: null });
+  return memos.get(root);
+}
 
 function decoded(result) {
   if (!cache.has(result)) {
@@ -23,9 +39,9 @@ function decoded(result) {
   return cache.get(result);
 }
 
-let editorsKey = null;
-
-export function render(result, ctx) {
+export function render(root, result, ctx) {
+  const $ = (id) => byId(id, root);
+  const mem = memo(root);
   const t = decoded(result);
   const { settings: s } = result;
   const H = t.settings.n_heads;
@@ -35,11 +51,11 @@ export function render(result, ctx) {
   const pickKV = (a) => (H ? a[kvHead] : a);
   const view = {
     i: s.select, tokens: result.scene.tokens, pick, pickKV, H, head,
-    maskRow: (r) => (t.mask ? t.mask[r] : null),
+    maskRow: (r) => (t.mask ? t.mask[r] : null), $, mem,
   };
   const key = `${s.preset}|${head}|${ctx.editsVersion}`;
-  if (key !== editorsKey) {
-    editorsKey = key;
+  if (key !== mem.editorsKey) {
+    mem.editorsKey = key;
     renderTokens(view, ctx);
     if (ctx.scene) renderEditors(view, ctx);  // a real model (model.js) has no editable X, W
   }
@@ -50,7 +66,7 @@ export function render(result, ctx) {
   renderContrib(view, t, result.selected);
   renderHeads(view, t, result);
   renderFormula($("formula"), view, t);
-  renderWalkthrough(result.walkthrough);
+  renderWalkthrough($("walkthrough"), result.walkthrough);
   const st = t.settings;
   $("sizes").textContent = `this scene: L = ${st.L} queries, S = ${st.S} keys, d_model = ` +
     `${result.scene.d_model}, d_k = ${st.d_k}, d_v = ${st.d_v}` +
@@ -63,6 +79,7 @@ export function render(result, ctx) {
 // ---- tokens and editors (rebuilt only when the scene, head or edits reset) ---------------------
 
 function renderTokens(view, ctx) {
+  const { $ } = view;
   const box = $("tokens");
   box.replaceChildren(...view.tokens.map((tok, j) => h("button", {
     type: "button", class: "token", dataset: { index: j },
@@ -79,6 +96,7 @@ function renderTokens(view, ctx) {
 }
 
 function markTokens(view) {
+  const { $ } = view;
   [...$("tokens").children].forEach((b, j) => {
     b.classList.toggle("selected", j === view.i);
     b.setAttribute("aria-pressed", j === view.i ? "true" : "false");
@@ -87,10 +105,11 @@ function markTokens(view) {
 }
 
 function renderEditors(view, ctx) {
+  const { $ } = view;
   const data = (field) => ctx.edits[field] || ctx.scene[field];
   const common = { onEdit: null, onError: ctx.onError };
   const editor = (field, label, matrix, rowLabels, prefix) => matrixEditor({
-    ...common, field, label, matrix, rowLabels, prefix,
+    ...common, field, label, matrix, rowLabels, prefix, maxAbs: ctx.maxAbs,
     onEdit: (path, value) => ctx.onEdit(field, path, value) });
   $("x-editor").replaceChildren(editor("x", "X", data("x"), view.tokens, []));
   const h0 = view.H ? view.head : 0;
@@ -112,28 +131,26 @@ function table(label, matrix, rowLabels, highlight, digits = 2) {
       ...row.map((v) => h("td", { dataset: { value: v } }, fmt(v, digits)))))));
 }
 
-let qkvKey = null;
-
 function renderQKV(view, t) {
+  const { $, mem } = view;
   const q = view.pick(t.steps.q), k = view.pickKV(t.steps.k), v = view.pickKV(t.steps.v);
   const key = JSON.stringify([view.i, view.tokens, q, k, v]);  // τ, mask, scale leave them be
-  if (key === qkvKey) return;
-  qkvKey = key;
+  if (key === mem.qkvKey) return;
+  mem.qkvKey = key;
   $("qkv-tables").replaceChildren(table("q", q, view.tokens, view.i),
     table("k", k, view.tokens, view.i), table("v", v, view.tokens, view.i));
 }
 
 // ---- the pipeline heatmap ---------------------------------------------------------------------
 
-let latest = null;  // the ctx of the last render
-
 function renderPipeline(view, t, ctx) {
-  latest = ctx;
+  const { $, mem } = view;
+  mem.latest = ctx;
   const stages = $("stages");
   if (!stages.children.length) {
-    stages.append(...STAGES.map((name) => h("button", {
+    stages.append(...stagesOf(ctx.steps).map((name) => h("button", {
       type: "button", role: "radio", dataset: { stage: name },
-      onclick: () => latest.onStage(name),  // the page's current mode (scenes or model.js)
+      onclick: () => mem.latest.onStage(name),  // the current mode's (scenes or model.js)
     }, name)));
     $("heatmap").addEventListener("mouseover", (e) => {
       const cell = e.target.closest("td[data-label]");
@@ -190,6 +207,7 @@ function heatTable(view, stage, L) {
 // ---- the selected row: weights, contributions -------------------------------------------------
 
 function renderBars(view, t, sel) {
+  const { $ } = view;
   const w = view.pick(t.steps.weights)[view.i];
   const mask = view.maskRow(view.i);
   const box = $("bars");
@@ -218,6 +236,7 @@ function renderBars(view, t, sel) {
 }
 
 function renderContrib(view, t, sel) {
+  const { $ } = view;
   const w = view.pick(t.steps.weights)[view.i];
   const v = view.pickKV(t.steps.v);
   const z = view.pick(t.steps.z)[view.i];
@@ -237,6 +256,7 @@ function renderContrib(view, t, sel) {
 }
 
 function renderHeads(view, t, result) {
+  const { $ } = view;
   $("panel-heads").hidden = !view.H;
   if (!view.H) return;
   const i = view.i;
@@ -251,7 +271,7 @@ function renderHeads(view, t, result) {
       h("td", { class: "vector", id: "out-row" }, vec(t.steps.out[i]))))));
 }
 
-function renderWalkthrough(sections) {
-  $("walkthrough").replaceChildren(...sections.map((sec) => h("div", { class: "section" },
+function renderWalkthrough(box, sections) {
+  box.replaceChildren(...sections.map((sec) => h("div", { class: "section" },
     h("h3", {}, sec.title), h("pre", {}, sec.lines.join("\n")))));
 }
