@@ -2,7 +2,7 @@
 // from the server's engine (POST /api/trace); this file only asks and hands the answer to render.
 // The API's bounds and step names come from GET /api/limits, asked once at start-up.
 import { api, limits } from "./api.js";
-import { $ } from "./dom.js";
+import { $, disable } from "./dom.js";
 import { buildPanels } from "./panels.js";
 import * as predict from "./predict.js";    // predict-then-reveal; listens for "qkv:rendered"
 import * as practice from "./practice.js";  // the practice panel (exercises checked by the server)
@@ -21,6 +21,16 @@ const tauToSlider = (t) =>
 buildPanels($("panels"));  // before model.js (the next module script) looks for them
 predict.install();
 practice.install();
+
+// The header stays on screen (sticky) only while it takes at most 15% of the window's height;
+// a taller one (a phone, a long lesson) scrolls away with the page.
+const HEADER_SHARE = 0.15;
+function fitHeader() {
+  const header = document.querySelector("header");
+  header.classList.toggle("unstuck", header.offsetHeight > HEADER_SHARE * window.innerHeight);
+}
+new ResizeObserver(fitHeader).observe(document.querySelector("header"));
+window.addEventListener("resize", fitHeader);
 
 const state = {
   preset: null, select: null, tau: 1, scaled: null, causal: false, align: "bottom-right",
@@ -141,10 +151,10 @@ function syncControls() {
   $("tau").value = String(tauToSlider(state.tau));
   $("tau-value").textContent = state.tau.toFixed(state.tau < 1 ? 3 : 2);
   $("scaled").checked = result ? result.settings.scaled : (state.scaled ?? s.scaled);
-  $("scaled").disabled = Boolean(s.n_heads);
+  disable($("scaled"), s.n_heads ? "a multi-head scene always scales by 1/√d_head" : "");
   $("causal").checked = state.causal;
   $("align").value = state.align;
-  $("align").disabled = !state.causal;
+  disable($("align"), state.causal ? "" : "turn causal on to choose how the mask is aligned");
   $("head-label").hidden = !s.n_heads;
   const head = $("head");
   if (s.n_heads && head.options.length !== s.n_heads) {

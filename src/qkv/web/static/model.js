@@ -2,7 +2,7 @@
 // layers × heads grid of attention thumbnails, and the clicked head in the scenes' own panels
 // (render.js). Every number comes from the server; this file asks, lays out and draws.
 import { api, limits } from "./api.js";
-import { $, h } from "./dom.js";
+import { $, disable, h, rampColor } from "./dom.js";
 import { render } from "./render.js";
 
 const DEFAULT_TEXT = "The cat sat on the mat because it was tired";
@@ -147,7 +147,7 @@ async function ask(withGrid, message = "") {
   const n = ++asked;
   const key = `${state.model}|${state.text}`;
   withGrid = withGrid || !grid || grid.key !== key;
-  $("model-run").disabled = withGrid;
+  disable($("model-run"), withGrid ? `running ${state.model} on this sentence…` : "");
   status(message || (withGrid ? `running ${state.model}…` : ""));
   try {
     const data = await api("/api/model/trace", {
@@ -163,7 +163,7 @@ async function ask(withGrid, message = "") {
   } catch (e) {
     if (n === asked) status(`the server refused this: ${e.message}`, true);
   } finally {
-    if (n === asked) $("model-run").disabled = false;
+    if (n === asked) disable($("model-run"), "");
   }
 }
 
@@ -221,12 +221,6 @@ function pick(layer, head) {
   ask(false);
 }
 
-// Blue ramp (as dom.js's shade) on √weight; returns [r, g, b].
-const ramp = (w) => {
-  const t = Math.sqrt(Math.max(0, Math.min(1, w)));
-  return [247 + (37 - 247) * t, 249 + (84 - 249) * t, 252 + (199 - 252) * t];
-};
-
 function drawGrid() {
   const [nLayers, nHeads, L] = grid.shape;
   const box = $("grid");
@@ -261,7 +255,7 @@ function thumbnail(layer, head, L, nHeads) {
   const img = ctx.createImageData(L, L);
   const offset = (layer * nHeads + head) * L * L;
   for (let i = 0; i < L * L; i++) {
-    const [r, g, b] = ramp(grid.bytes[offset + i] / 255);
+    const [r, g, b] = rampColor(Math.sqrt(grid.bytes[offset + i] / 255));  // shade ∝ √weight
     img.data.set([r, g, b, 255], 4 * i);
   }
   ctx.putImageData(img, 0, 0);

@@ -2,6 +2,21 @@
 // finds its parts by id inside that root. Static text only; the numbers come from render.js.
 
 const PANELS = `
+  <details id="how-to" class="panel wide how-to">
+    <summary>How to use</summary>
+    <ol>
+      <li><b>Click a token</b> (or tap it, or focus it and press ← →): it becomes the query, and
+        every panel shows its row.</li>
+      <li><b>Follow its path</b> in the diagram below: each box holds its real numbers; press one
+        to jump to its panel.</li>
+      <li><b>Move τ</b>, switch <b>scale</b> or <b>causal</b>, or edit any number of X or W, and
+        watch the weights and z change; every number comes from the engine.</li>
+      <li><b>Read a cell</b> of the heatmap by pointing at it, tapping it or focusing it; the
+        legend gives the colour's value.</li>
+      <li><b>predict</b> hides the weights until you guess them; <b>practice</b> asks fresh
+        exercises; <b>real model</b> shows MiniLM or SmolLM2 on your sentence.</li>
+    </ol>
+  </details>
   <section id="panel-x" class="panel">
     <h2><code>x</code> · tokens and input vectors X</h2>
     <p class="hint">Click a token (or focus it and press Enter, ← →) to make it the query. Edit any
@@ -15,6 +30,13 @@ const PANELS = `
     <div id="w-editors" class="editors"></div>
   </section>
 
+  <section id="panel-diagram" class="panel wide">
+    <h2>the selected token's path · <code>x</code> → <code>q</code>, <code>k</code>,
+      <code>v</code> → <code>q·kᵀ</code> → ÷√d<sub>k</sub> → ÷τ → mask → softmax → Σ
+      w<sub>j</sub>v<sub>j</sub> → <code>z</code></h2>
+    <div id="diagram"></div>
+  </section>
+
   <section id="panel-qkv" class="panel wide">
     <h2><code>q</code> · <code>k</code> · <code>v</code> = x·W<span id="qkv-head"></span></h2>
     <div id="qkv-tables" class="editors"></div>
@@ -26,7 +48,8 @@ const PANELS = `
     <div id="stages" class="stages" role="radiogroup" aria-label="pipeline stage"></div>
     <p id="stage-note" class="hint"></p>
     <div id="heatmap" class="scroll"></div>
-    <p id="hover" class="hover" aria-live="polite">hover a cell to read its value</p>
+    <div id="legend" class="legend" aria-label="colour scale"></div>
+    <p id="hover" class="hover" aria-live="polite">point at, tap or focus a cell to read its value</p>
   </section>
 
   <section id="panel-weights" class="panel">
@@ -37,6 +60,7 @@ const PANELS = `
 
   <section id="panel-z" class="panel wide">
     <h2><code>z</code> = Σ<sub>j</sub> w<sub>j</sub>·v<sub>j</sub> · each key's contribution</h2>
+    <div id="mix" class="mix scroll"></div>
     <div id="contrib" class="scroll"></div>
   </section>
 

@@ -1,7 +1,7 @@
 // The practice panel: the exercises of `qkv quiz`, fetched from GET /api/practice and checked
 // on the server (POST /api/practice/check), which also sends the worked solution.
 import { api, limits } from "./api.js";
-import { $, fmt, h } from "./dom.js";
+import { $, disable, fmt, h } from "./dom.js";
 
 const LETTERS = "abcdefghij";
 
@@ -86,8 +86,8 @@ async function next() {
   const input = $("practice-answer");
   input.value = "";
   input.placeholder = current.answer_format;
-  input.disabled = false;
-  $("practice-check").disabled = false;
+  disable(input, "");
+  disable($("practice-check"), "");
   message("practice-hint-text", "");
   message("practice-error", "");
   $("practice-result").hidden = true;
@@ -131,8 +131,9 @@ async function check() {
     h("h3", {}, "worked solution"), h("pre", {}, v.solution.join("\n")));
   box.dataset.correct = String(v.correct);
   box.hidden = false;
-  $("practice-answer").disabled = true;
-  $("practice-check").disabled = true;
+  const done = "answered: press “new exercise” for another";
+  disable($("practice-answer"), done);
+  disable($("practice-check"), done);
   $("panel-practice").dataset.state = "answered";
   $("practice-score").textContent = `score ${score.right} / ${score.done}`;
 }

@@ -8,25 +8,19 @@
 //           state: {stage},      the heatmap's stage ("scores" … "weights")
 //           scene, edits, editsVersion, maxAbs,   editable X and W (scene null: none)
 //           onSelect(i), onStage(name), onEdit(field, path, value), onError(message)}
-import { $ as byId, deep, fmt, h, shade, vec } from "./dom.js";
+import { renderDiagram } from "./diagram.js";
+import { $ as byId, deep, fmt, h, vec } from "./dom.js";
 import { matrixEditor } from "./editors.js";
 import { renderFormula } from "./formula.js";
+import { renderHeatmap } from "./heatmap.js";
+import { renderMix } from "./mix.js";
 
-// The stages the heatmap shows, in the engine's order: "scores" … "weights".
-export const stagesOf = (steps) => steps.slice(steps.indexOf("scores"), steps.indexOf("weights") + 1);
-
-const STAGE_NOTES = {
-  scores: "scores = q·kᵀ: how well each query matches each key.",
-  scaled: "scaled = scores × scale (1/√d_k when scaling is on).",
-  tempered: "tempered = scaled ÷ τ.",
-  masked: "masked: hidden keys set to −∞, so softmax gives them 0.",
-  weights: "weights = softmax of each row: positive, each row sums to 1.",
-};
+export { stagesOf } from "./heatmap.js";
 const cache = new WeakMap();
 const memos = new WeakMap();  // root -> what was last built there
 
 function memo(root) {
-  if (!memos.has(root)) memos.set(root, { editorsKey: null, qkvKey: null, latest: null });
+  if (!memos.has(root)) memos.set(root, { editorsKey: null, qkvKey: null, latest: null, hot: null });
   return memos.get(root);
 }
 
@@ -61,9 +55,11 @@ export function render(root, result, ctx) {
   }
   markTokens(view);
   renderQKV(view, t);
-  renderPipeline(view, t, ctx);
+  renderDiagram(view, t, ctx);
+  renderHeatmap(view, t, ctx);
   renderBars(view, t, result.selected);
   renderContrib(view, t, result.selected);
+  renderMix($("mix"), view, t);
   renderHeads(view, t, result);
   renderFormula($("formula"), view, t);
   renderWalkthrough($("walkthrough"), result.walkthrough);
@@ -139,69 +135,6 @@ function renderQKV(view, t) {
   mem.qkvKey = key;
   $("qkv-tables").replaceChildren(table("q", q, view.tokens, view.i),
     table("k", k, view.tokens, view.i), table("v", v, view.tokens, view.i));
-}
-
-// ---- the pipeline heatmap ---------------------------------------------------------------------
-
-function renderPipeline(view, t, ctx) {
-  const { $, mem } = view;
-  mem.latest = ctx;
-  const stages = $("stages");
-  if (!stages.children.length) {
-    stages.append(...stagesOf(ctx.steps).map((name) => h("button", {
-      type: "button", role: "radio", dataset: { stage: name },
-      onclick: () => mem.latest.onStage(name),  // the current mode's (scenes or model.js)
-    }, name)));
-    $("heatmap").addEventListener("mouseover", (e) => {
-      const cell = e.target.closest("td[data-label]");
-      if (cell) $("hover").textContent = cell.dataset.label;
-    });
-  }
-  const stage = ctx.state.stage;
-  for (const b of stages.children) {
-    b.setAttribute("aria-checked", b.dataset.stage === stage ? "true" : "false");
-  }
-  $("stage-note").textContent = STAGE_NOTES[stage];
-  const grid = view.pick(t.steps[stage]);
-  const finite = grid.flat().filter(Number.isFinite);
-  const lo = stage === "weights" ? 0 : Math.min(...finite);
-  const hi = stage === "weights" ? 1 : Math.max(...finite);
-  const shape = JSON.stringify([stage, view.tokens, view.i]);
-  const box = $("heatmap");
-  view.dense = view.tokens.length > 12;
-  if (box.dataset.shape !== shape) {
-    box.dataset.shape = shape;
-    box.replaceChildren(heatTable(view, stage, grid.length));
-  }
-  const rows = box.querySelectorAll("tbody tr");
-  grid.forEach((row, r) => {
-    const mask = view.maskRow(r);
-    const cells = rows[r].children;
-    row.forEach((v, c) => {
-      const hidden = Boolean(mask && !mask[c]);
-      const [bg, light] = shade(hi > lo ? (v - lo) / (hi - lo) : 0);
-      const td = cells[c + 1];
-      const label = `${stage}[${view.tokens[r]} → ${view.tokens[c]}] = ${fmt(v, 4)}` +
-                    (hidden ? " · masked" : "");
-      td.dataset.value = String(v);
-      td.dataset.label = label;
-      td.title = label;
-      td.classList.toggle("masked", hidden);
-      td.classList.toggle("light", light && !hidden);
-      td.style.background = !hidden && Number.isFinite(v) ? bg : "";
-      if (!view.dense) td.textContent = fmt(v, 2);
-    });
-  });
-}
-
-function heatTable(view, stage, L) {
-  const cols = view.tokens;
-  const rows = Array.from({ length: L }, (_, r) => h("tr", { class: r === view.i ? "selected" : null },
-    h("th", { scope: "row" }, view.tokens[r]), ...cols.map(() => h("td", {}))));
-  return h("table", { class: `heat${view.dense ? " dense" : ""}`, "data-stage": stage },
-    h("thead", {}, h("tr", {}, h("th", { class: "corner" }, "query ↓ key →"),
-      ...cols.map((c) => h("th", { scope: "col" }, c)))),
-    h("tbody", {}, rows));
 }
 
 // ---- the selected row: weights, contributions -------------------------------------------------
