@@ -29,10 +29,11 @@ class Watch:
 
 
 @contextmanager
-def watched_page(browser, *, width: int = 1400, height: int = 900):
-    """(page, watch) in a fresh browser context; on exit, no console error and no request off
-    127.0.0.1 may have happened (a test that provokes an error removes it from watch.errors)."""
-    context = browser.new_context(viewport={"width": width, "height": height})
+def watched_page(browser, *, width: int = 1400, height: int = 900, **options):
+    """(page, watch) in a fresh browser context (options: more of ``browser.new_context``'s, such
+    as has_touch=True); on exit, no console error and no request off 127.0.0.1 may have happened
+    (a test that provokes an error removes it from watch.errors)."""
+    context = browser.new_context(viewport={"width": width, "height": height}, **options)
     watch = Watch()
     context.route("**/*", watch.route)
     page = context.new_page()

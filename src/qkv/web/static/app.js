@@ -1,17 +1,36 @@
 // The simulator page: state, URL, controls and the API round trip. Every number shown comes
 // from the server's engine (POST /api/trace); this file only asks and hands the answer to render.
-import { render } from "./render.js";
-import "./predict.js";   // predict-then-reveal; listens for "qkv:rendered"
-import "./practice.js";  // the practice panel (exercises checked by the server)
+// The API's bounds and step names come from GET /api/limits, asked once at start-up.
+import { api, limits } from "./api.js";
+import { $, disable } from "./dom.js";
+import { buildPanels } from "./panels.js";
+import * as predict from "./predict.js";    // predict-then-reveal; listens for "qkv:rendered"
+import * as practice from "./practice.js";  // the practice panel (exercises checked by the server)
+import { render, stagesOf } from "./render.js";
 
-const TAU_MIN = 0.05, TAU_MAX = 10, STEPS = 1000;  // the τ slider is logarithmic
+// The τ slider is logarithmic over a span chosen for reading (inside the API's [tau_min, tau_max]).
+const SLIDER_TAU = [0.05, 10], SLIDES = 1000;
+let tauLo = SLIDER_TAU[0], tauHi = SLIDER_TAU[1];
+let bounds = null;  // GET /api/limits
 
 export const sliderToTau = (s) =>
-  Number((TAU_MIN * Math.pow(TAU_MAX / TAU_MIN, s / STEPS)).toPrecision(3));
+  Number((tauLo * Math.pow(tauHi / tauLo, s / SLIDES)).toPrecision(3));
 const tauToSlider = (t) =>
-  Math.round(STEPS * Math.log(t / TAU_MIN) / Math.log(TAU_MAX / TAU_MIN));
+  Math.round(SLIDES * Math.log(t / tauLo) / Math.log(tauHi / tauLo));
 
-const $ = (id) => document.getElementById(id);
+buildPanels($("panels"));  // before model.js (the next module script) looks for them
+predict.install();
+practice.install();
+
+// The header stays on screen (sticky) only while it takes at most 15% of the window's height;
+// a taller one (a phone, a long lesson) scrolls away with the page.
+const HEADER_SHARE = 0.15;
+function fitHeader() {
+  const header = document.querySelector("header");
+  header.classList.toggle("unstuck", header.offsetHeight > HEADER_SHARE * window.innerHeight);
+}
+new ResizeObserver(fitHeader).observe(document.querySelector("header"));
+window.addEventListener("resize", fitHeader);
 
 const state = {
   preset: null, select: null, tau: 1, scaled: null, causal: false, align: "bottom-right",
@@ -23,13 +42,6 @@ let edits = {};     // field -> the whole edited array, sent in place of the pre
 let result = null;  // the last POST /api/trace answer
 let renders = 0;
 let editsVersion = 0;  // bumped when the editable tables must be rebuilt
-
-async function getJSON(url, options) {
-  const res = await fetch(url, options);
-  const body = await res.json();
-  if (!res.ok) throw new Error(body.message || `${res.status} ${res.statusText}`);
-  return body;
-}
 
 function showError(message) {
   if (document.body.dataset.mode === "model") return;  // the model mode owns the box then
@@ -47,7 +59,7 @@ function readURL() {
   const int = (v) => (v !== null && /^\d+$/.test(v) ? Number(v) : null);
   state.select = int(p.get("token"));
   const tau = Number(p.get("tau"));
-  state.tau = p.has("tau") && tau >= TAU_MIN && tau <= TAU_MAX ? tau : 1;
+  state.tau = p.has("tau") && tau >= tauLo && tau <= tauHi ? tau : 1;
   state.scaled = p.has("scaled") ? p.get("scaled") === "1" : null;
   const causal = p.get("causal");
   state.causal = causal === "bottom-right" || causal === "top-left";
@@ -56,8 +68,7 @@ function readURL() {
   if (state.select !== null && state.select >= s.tokens.length) state.select = null;
   state.head = int(p.get("head")) ?? 0;
   if (state.head >= (s.n_heads || 1)) state.head = 0;
-  const stages = ["scores", "scaled", "tempered", "masked", "weights"];
-  state.stage = stages.includes(p.get("stage")) ? p.get("stage") : "weights";
+  state.stage = stagesOf(bounds.steps).includes(p.get("stage")) ? p.get("stage") : "weights";
 }
 
 // Chromium throttles (and complains about) more than ~200 history updates per 10 s, which a
@@ -102,9 +113,7 @@ async function compute() {
       queued = false;
       const body = requestBody();
       try {
-        result = await getJSON("/api/trace", {
-          method: "POST", headers: { "content-type": "application/json" },
-          body: JSON.stringify(body) });
+        result = await api("/api/trace", body);
         showError("");
       } catch (e) {
         showError(`the server refused this state: ${e.message}`);
@@ -126,7 +135,7 @@ function paint() {
   syncControls();
   scheduleURL();
   const t0 = performance.now();
-  render(result, context());
+  render($("panels"), result, context());
   document.body.dataset.renderMs = (performance.now() - t0).toFixed(2);
   renders += 1;
   document.body.dataset.renders = String(renders);
@@ -142,10 +151,10 @@ function syncControls() {
   $("tau").value = String(tauToSlider(state.tau));
   $("tau-value").textContent = state.tau.toFixed(state.tau < 1 ? 3 : 2);
   $("scaled").checked = result ? result.settings.scaled : (state.scaled ?? s.scaled);
-  $("scaled").disabled = Boolean(s.n_heads);
+  disable($("scaled"), s.n_heads ? "a multi-head scene always scales by 1/√d_head" : "");
   $("causal").checked = state.causal;
   $("align").value = state.align;
-  $("align").disabled = !state.causal;
+  disable($("align"), state.causal ? "" : "turn causal on to choose how the mask is aligned");
   $("head-label").hidden = !s.n_heads;
   const head = $("head");
   if (s.n_heads && head.options.length !== s.n_heads) {
@@ -165,11 +174,12 @@ function select(i) {
 function setStage(stage) {
   state.stage = stage;
   scheduleURL();
-  render(result, context());
+  render($("panels"), result, context());
 }
 
-const context = () => ({ scene, edits, state, editsVersion, onSelect: select, onStage: setStage,
-                         onEdit: edit, onError: showError });
+const context = () => ({ steps: bounds.steps, maxAbs: bounds.max_abs, scene, edits, state,
+                         editsVersion, onSelect: select, onStage: setStage, onEdit: edit,
+                         onError: showError });
 
 // An edited cell: field (x, W_Q, ...), index path, value already checked by render.
 function edit(field, path, value) {
@@ -181,7 +191,7 @@ function edit(field, path, value) {
 }
 
 async function loadScene(name) {
-  scene = await getJSON(`/api/presets/${encodeURIComponent(name)}`);
+  scene = await api(`/api/presets/${encodeURIComponent(name)}`);
   edits = {};
   editsVersion += 1;
 }
@@ -220,7 +230,13 @@ function wire() {
 
 async function start() {
   try {
-    presets = await getJSON("/api/presets");
+    [bounds, presets] = await Promise.all([limits(), api("/api/presets")]);
+    tauLo = Math.max(SLIDER_TAU[0], bounds.tau_min);
+    tauHi = Math.min(SLIDER_TAU[1], bounds.tau_max);
+    $("tau").setAttribute("aria-label", `temperature τ (log scale ${tauLo}–${tauHi})`);
+    $("tau").max = String(SLIDES);
+    $("limit-tokens").textContent = String(bounds.max_scene_tokens);
+    $("limit-dims").textContent = String(bounds.max_dims);
     $("preset").replaceChildren(...presets.map((s) => new Option(`${s.name} · ${s.title}`, s.name)));
     readURL();
     await loadScene(state.preset);

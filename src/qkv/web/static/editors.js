@@ -1,17 +1,16 @@
 // Editable number tables for X and the weights. A cell accepts a plain number within the API's
-// bounds; anything else is marked invalid, reported, and never sent.
-import { h } from "./dom.js";
+// bounds (maxAbs: GET /api/limits .max_abs); anything else is marked invalid, reported, and
+// never sent.
+import { fmt, h } from "./dom.js";
 
-const MAX_ABS = 1000;  // the API's bound on every X and W entry
-
-export function parseCell(text) {
+export function parseCell(text, maxAbs) {
   const t = text.trim().replace(/\u2212/g, "-");
   if (!/^[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i.test(t)) {
     return { error: `"${text}" is not a number` };
   }
   const v = Number(t);
-  if (!Number.isFinite(v) || Math.abs(v) > MAX_ABS) {
-    return { error: `${text} is outside [−${MAX_ABS}, ${MAX_ABS}]` };
+  if (!Number.isFinite(v) || Math.abs(v) > maxAbs) {
+    return { error: `${text} is outside [${fmt(-maxAbs, 0)}, ${fmt(maxAbs, 0)}]` };
   }
   return { value: v };
 }
@@ -19,7 +18,7 @@ export function parseCell(text) {
 const show = (v) => (Number.isInteger(v * 100) ? v.toFixed(2) : String(v));
 
 // A table of inputs for matrix (rows × cols); onEdit(path, value) with path = prefix + [r, c].
-export function matrixEditor({ field, label, matrix, rowLabels, prefix, onEdit, onError }) {
+export function matrixEditor({ field, label, matrix, rowLabels, prefix, maxAbs, onEdit, onError }) {
   const cols = matrix[0].length;
   const head = h("tr", {}, h("th", { class: "corner" }),
     ...Array.from({ length: cols }, (_, c) => h("th", { scope: "col" }, c)));
@@ -30,7 +29,7 @@ export function matrixEditor({ field, label, matrix, rowLabels, prefix, onEdit, 
       "aria-label": `${field}[${[...prefix, r, c].join("][")}]`,
       dataset: { field, path: JSON.stringify([...prefix, r, c]) },
       onchange: (e) => {
-        const got = parseCell(e.target.value);
+        const got = parseCell(e.target.value, maxAbs);
         e.target.classList.toggle("invalid", Boolean(got.error));
         e.target.setAttribute("aria-invalid", got.error ? "true" : "false");
         e.target.title = got.error || "";

@@ -1,10 +1,10 @@
 // The "real model" mode: a sentence through MiniLM or SmolLM2 (POST /api/model/trace), the
 // layers × heads grid of attention thumbnails, and the clicked head in the scenes' own panels
 // (render.js). Every number comes from the server; this file asks, lays out and draws.
-import { h } from "./dom.js";
+import { api, limits } from "./api.js";
+import { $, disable, h, rampColor } from "./dom.js";
 import { render } from "./render.js";
 
-const $ = (id) => document.getElementById(id);
 const DEFAULT_TEXT = "The cat sat on the mat because it was tired";
 const MODEL_NOTES = {
   "minilm-l6": "MiniLM-L6 (BERT encoder): 6 layers × 12 heads, d_head 32, d_model 384; " +
@@ -20,6 +20,7 @@ let grid = null;      // {shape, bytes} of the last full run
 let answer = null;    // the last POST /api/model/trace answer
 let asked = 0;        // request counter: only the latest answer is painted
 let paints = 0;
+let bounds = null;    // GET /api/limits
 const saved = {};     // what the scenes' page showed where this mode writes
 
 export const active = () => document.body.dataset.mode === "model";
@@ -27,15 +28,6 @@ export const active = () => document.body.dataset.mode === "model";
 // " cat" -> "␣cat": edge spaces made visible, as the CLI prints them
 export const visible = (t) => t.replace(/^ +| +$/g, (s) => "␣".repeat(s.length))
   .replace(/\n/g, "\\n").replace(/\t/g, "\\t");
-
-async function postTrace(body) {
-  const res = await fetch("/api/model/trace", {
-    method: "POST", headers: { "content-type": "application/json" },
-    body: JSON.stringify(body) });
-  const data = await res.json();
-  if (!res.ok) throw new Error(data.message || `${res.status} ${res.statusText}`);
-  return data;
-}
 
 function status(text, error = false) {
   const box = $("error");
@@ -66,10 +58,11 @@ function build() {
       id: "model-name", "aria-label": "model",
       onchange: (e) => { $("lesson").textContent = MODEL_NOTES[e.target.value] || ""; } })),
     h("label", { class: "grow" }, "text ", h("input", {
-      id: "model-text", type: "text", maxlength: 400, spellcheck: "false",
-      "aria-label": "sentence (at most 32 tokens)", placeholder: DEFAULT_TEXT })),
+      id: "model-text", type: "text", maxlength: bounds.model_max_chars, spellcheck: "false",
+      "aria-label": `sentence (at most ${bounds.model_page_tokens} tokens)`,
+      placeholder: DEFAULT_TEXT })),
     h("button", { type: "submit", id: "model-run" }, "run"),
-    h("span", { class: "hint" }, "at most 32 tokens"),
+    h("span", { class: "hint" }, `at most ${bounds.model_page_tokens} tokens`),
     h("span", { id: "model-status", class: "hint", "aria-live": "polite" }));
   $("controls").after(form);
 
@@ -81,7 +74,8 @@ function build() {
       "the panels below; click a token there to change the query."),
     h("div", { id: "grid", class: "scroll" }),
     h("p", { class: "hint", id: "model-limits" },
-      "Limits: at most 32 tokens; X (d_model wide) and the weight matrices W_Q, W_K, W_V, W_O ",
+      `Limits: at most ${bounds.model_page_tokens} tokens; X (d_model wide) and the weight `,
+      "matrices W_Q, W_K, W_V, W_O ",
       "are not shown — too wide to read (the walkthrough prints X's first 8 columns); τ = 1 ",
       "and the model's own scale and mask; thumbnails are rounded to 1/255, the panels below ",
       "hold the exact float32 numbers."));
@@ -89,8 +83,7 @@ function build() {
 }
 
 async function fillModels() {
-  const res = await fetch("/api/models");
-  info = await res.json();
+  info = await api("/api/models");
   $("model-name").replaceChildren(...info.map((m) => new Option(m.name, m.name)));
   $("model-name").value = state.model;
 }
@@ -154,11 +147,12 @@ async function ask(withGrid, message = "") {
   const n = ++asked;
   const key = `${state.model}|${state.text}`;
   withGrid = withGrid || !grid || grid.key !== key;
-  $("model-run").disabled = withGrid;
+  disable($("model-run"), withGrid ? `running ${state.model} on this sentence…` : "");
   status(message || (withGrid ? `running ${state.model}…` : ""));
   try {
-    const data = await postTrace({ model: state.model, text: state.text, layer: state.layer,
-                                   head: state.head, select: state.select, grid: withGrid });
+    const data = await api("/api/model/trace", {
+      model: state.model, text: state.text, layer: state.layer, head: state.head,
+      select: state.select, grid: withGrid });
     if (n !== asked) return;
     if (withGrid) grid = { key, ...decodeGrid(data.grid) };
     const known = info.find((m) => m.name === data.model.name);
@@ -169,7 +163,7 @@ async function ask(withGrid, message = "") {
   } catch (e) {
     if (n === asked) status(`the server refused this: ${e.message}`, true);
   } finally {
-    if (n === asked) $("model-run").disabled = false;
+    if (n === asked) disable($("model-run"), "");
   }
 }
 
@@ -193,8 +187,9 @@ function paint() {
                 head: s.head, temperature: 1 },
     trace: answer.trace, selected: answer.selected, walkthrough: answer.walkthrough,
   };
-  render(result, { scene: null, edits: {}, state, editsVersion: 0, onSelect: choose,
-                   onStage: setStage, onEdit: () => {}, onError: (m) => status(m, true) });
+  render($("panels"), result, {
+    steps: bounds.steps, scene: null, edits: {}, state, editsVersion: 0, onSelect: choose,
+    onStage: setStage, onEdit: () => {}, onError: (m) => status(m, true) });
   drawGrid();
   const where = ` · layer ${s.layer}, head ${s.head}` +
     (answer.model.n_kv_heads !== answer.model.n_heads
@@ -225,12 +220,6 @@ function pick(layer, head) {
   state.head = head;
   ask(false);
 }
-
-// Blue ramp (as dom.js's shade) on √weight; returns [r, g, b].
-const ramp = (w) => {
-  const t = Math.sqrt(Math.max(0, Math.min(1, w)));
-  return [247 + (37 - 247) * t, 249 + (84 - 249) * t, 252 + (199 - 252) * t];
-};
 
 function drawGrid() {
   const [nLayers, nHeads, L] = grid.shape;
@@ -266,7 +255,7 @@ function thumbnail(layer, head, L, nHeads) {
   const img = ctx.createImageData(L, L);
   const offset = (layer * nHeads + head) * L * L;
   for (let i = 0; i < L * L; i++) {
-    const [r, g, b] = ramp(grid.bytes[offset + i] / 255);
+    const [r, g, b] = rampColor(Math.sqrt(grid.bytes[offset + i] / 255));  // shade ∝ √weight
     img.data.set([r, g, b, 255], 4 * i);
   }
   ctx.putImageData(img, 0, 0);
@@ -286,7 +275,7 @@ function readURL() {
   const p = new URLSearchParams(location.search);
   const int = (v) => (v !== null && /^\d+$/.test(v) ? Number(v) : null);
   if (info.some((m) => m.name === p.get("model"))) state.model = p.get("model");
-  if (p.get("text")) state.text = p.get("text").slice(0, 400);
+  if (p.get("text")) state.text = p.get("text").slice(0, bounds.model_max_chars);
   state.layer = int(p.get("layer")) ?? 0;
   state.head = int(p.get("head")) ?? 0;
   state.select = int(p.get("token"));
@@ -296,6 +285,13 @@ function readURL() {
 async function start() {
   const wanted = new URLSearchParams(location.search).get("mode") === "model";
   if (wanted) document.body.dataset.mode = "model";  // before the scenes' first paint
+  try {
+    bounds = await limits();
+  } catch (e) {
+    $("error").textContent = `cannot start the real-model mode: ${e.message}`;
+    $("error").hidden = false;
+    return;
+  }
   build();
   try {
     await fillModels();

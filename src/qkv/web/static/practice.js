@@ -1,23 +1,16 @@
 // The practice panel: the exercises of `qkv quiz`, fetched from GET /api/practice and checked
 // on the server (POST /api/practice/check), which also sends the worked solution.
-import { fmt, h } from "./dom.js";
+import { api, limits } from "./api.js";
+import { $, disable, fmt, h } from "./dom.js";
 
-const TOPICS = ["all", "sizes", "scores", "softmax", "masks", "concepts"];
 const LETTERS = "abcdefghij";
-const $ = (id) => document.getElementById(id);
 
 let current = null;  // the exercise shown: {kind, seed, prompt, answer_type, choices, ...}
 let answered = false;
 const score = { right: 0, done: 0 };
 
-async function api(url, options) {
-  const res = await fetch(url, options);
-  const body = await res.json();
-  if (!res.ok) throw new Error(body.message || `${res.status} ${res.statusText}`);
-  return body;
-}
-
-function build() {
+// Adds the "practice" toggle to the controls and the (hidden) panel to the page.
+export function install() {
   if (!document.querySelector('link[href="/static/practice.css"]')) {
     document.head.append(h("link", { rel: "stylesheet", href: "/static/practice.css" }));
   }
@@ -29,7 +22,7 @@ function build() {
     h("h2", {}, "practice · exercises with fresh numbers, checked by the engine"),
     h("div", { class: "practice-bar" },
       h("label", {}, "topic ", h("select", { id: "practice-topic", "aria-label": "topic",
-        onchange: next }, ...TOPICS.map((t) => new Option(t, t)))),
+        onchange: next }, new Option("all", "all"))),
       h("button", { type: "button", id: "practice-new", onclick: next }, "new exercise"),
       h("span", { id: "practice-score", class: "hint" })),
     h("p", { id: "practice-kind", class: "hint" }),
@@ -45,9 +38,27 @@ function build() {
   document.querySelector("main").prepend(panel);
 }
 
-function setOn(value) {
+let topicsAsked = false;
+
+// The topics (GET /api/practice/topics) and the answer's length bound, asked on first use.
+async function loadTopics() {
+  if (topicsAsked) return;
+  topicsAsked = true;
+  const [topics, bounds] = await Promise.all([api("/api/practice/topics"), limits()]);
+  $("practice-topic").append(...Object.keys(topics).filter((t) => t !== "all")
+    .map((t) => new Option(t, t)));
+  $("practice-answer").maxLength = bounds.max_answer_chars;
+}
+
+async function setOn(value) {
   $("panel-practice").hidden = !value;
-  if (value && !current) next();
+  if (!value) return;
+  try {
+    await loadTopics();
+  } catch (e) {
+    message("practice-error", `cannot list the topics: ${e.message}`);
+  }
+  if (!current) next();
 }
 
 function message(id, text) {
@@ -75,8 +86,8 @@ async function next() {
   const input = $("practice-answer");
   input.value = "";
   input.placeholder = current.answer_format;
-  input.disabled = false;
-  $("practice-check").disabled = false;
+  disable(input, "");
+  disable($("practice-check"), "");
   message("practice-hint-text", "");
   message("practice-error", "");
   $("practice-result").hidden = true;
@@ -98,10 +109,8 @@ async function check() {
   if (!current || answered) return;
   let v;
   try {
-    v = await api("/api/practice/check", {
-      method: "POST", headers: { "content-type": "application/json" },
-      body: JSON.stringify({ kind: current.kind, seed: current.seed,
-                             answer: $("practice-answer").value }) });
+    v = await api("/api/practice/check", { kind: current.kind, seed: current.seed,
+                                           answer: $("practice-answer").value });
   } catch (err) {
     message("practice-error", `the server refused the answer: ${err.message}`);
     return;
@@ -122,10 +131,9 @@ async function check() {
     h("h3", {}, "worked solution"), h("pre", {}, v.solution.join("\n")));
   box.dataset.correct = String(v.correct);
   box.hidden = false;
-  $("practice-answer").disabled = true;
-  $("practice-check").disabled = true;
+  const done = "answered: press “new exercise” for another";
+  disable($("practice-answer"), done);
+  disable($("practice-check"), done);
   $("panel-practice").dataset.state = "answered";
   $("practice-score").textContent = `score ${score.right} / ${score.done}`;
 }
-
-build();

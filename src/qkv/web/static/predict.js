@@ -2,12 +2,13 @@
 // until the learner has picked the key they expect to win and estimated its weight. The numbers
 // come from the engine's answer the page already holds (POST /api/trace); this module only
 // compares them with the guess.
-import { deep, fmt, h } from "./dom.js";
+import { $, deep, disable, fmt, h } from "./dom.js";
 
-const VEILED = ["panel-pipeline", "panel-weights", "panel-z", "panel-heads", "panel-formula",
-                "panel-walkthrough"];
+const VEILED = ["panel-diagram", "panel-pipeline", "panel-weights", "panel-z", "panel-heads",
+                "panel-formula", "panel-walkthrough"];
+const PICK_FIRST = "pick the key you expect to win first";
+const REVEALED = "revealed: pick another token (or change τ, scale or causal) to predict again";
 const TIE = 1e-9;  // keys within this of the largest weight all count as winners
-const $ = (id) => document.getElementById(id);
 
 let on = false;
 let question = null;  // the current question: {id, tokens, i, weights, visible}
@@ -20,7 +21,8 @@ function stylesheet() {
   document.head.append(h("link", { rel: "stylesheet", href: "/static/practice.css" }));
 }
 
-function build() {
+// Adds the "predict" toggle to the controls and the (hidden) panel before the pipeline panel.
+export function install() {
   stylesheet();
   const toggle = h("label", { id: "predict-label", title: "guess the weights before they are shown" },
     h("input", { type: "checkbox", id: "predict", onchange: (e) => setOn(e.target.checked) }),
@@ -38,7 +40,8 @@ function build() {
     h("div", { class: "predict-row" },
       h("label", { for: "predict-weight" }, "its weight"), slider,
       h("output", { id: "predict-weight-value", for: "predict-weight" }, "0.50"),
-      h("button", { type: "button", id: "predict-reveal", disabled: true, onclick: reveal },
+      h("button", { type: "button", id: "predict-reveal", disabled: true, onclick: reveal,
+                    title: PICK_FIRST, "aria-description": PICK_FIRST },
         "reveal")),
     h("div", { id: "predict-feedback", class: "feedback", role: "status", hidden: true }),
     h("p", { id: "predict-tally", class: "hint" }));
@@ -93,11 +96,12 @@ function ask() {
     type: "button", class: visible[j] ? "token" : "token masked", role: "radio",
     "aria-checked": "false",
     dataset: { index: j }, disabled: !visible[j], title: visible[j] ? null : "masked: weight 0",
+    "aria-description": visible[j] ? null : "masked: weight 0",
     onclick: () => pick(j) }, tok)));
   $("predict-weight").value = "0.5";
-  $("predict-weight").disabled = false;
+  disable($("predict-weight"), "");
   showWeight();
-  $("predict-reveal").disabled = true;
+  disable($("predict-reveal"), PICK_FIRST);
   $("predict-feedback").hidden = true;
   $("panel-predict").dataset.state = "guess";
   veil(true);
@@ -109,7 +113,7 @@ function pick(j) {
   for (const b of $("predict-keys").children) {
     b.setAttribute("aria-checked", Number(b.dataset.index) === j ? "true" : "false");
   }
-  $("predict-reveal").disabled = false;
+  disable($("predict-reveal"), "");
 }
 
 function veil(hidden) {
@@ -143,10 +147,10 @@ function reveal() {
   Object.assign(box.dataset, { correct: String(right), gap: String(gap),
                                winner: String(winners[0]), truth: String(truth) });
   box.hidden = false;
-  $("predict-reveal").disabled = true;
-  $("predict-weight").disabled = true;
+  disable($("predict-reveal"), REVEALED);
+  disable($("predict-weight"), REVEALED);
   for (const b of $("predict-keys").children) {
-    b.disabled = true;
+    disable(b, REVEALED);
     b.classList.toggle("winner", winners.includes(Number(b.dataset.index)));
   }
   $("predict-tally").textContent = `this session: ${tally.right} of ${tally.answered} winners ` +
@@ -166,5 +170,3 @@ function markGuess() {
   mark.style.left = `${(100 * guess.weight).toFixed(2)}%`;
   bar.append(mark);
 }
-
-build();

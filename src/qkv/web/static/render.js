@@ -1,18 +1,28 @@
-// Paints one API answer into the panels. It formats and lays out numbers; it computes none.
-import { deep, fmt, h, shade, vec } from "./dom.js";
+// Paints one API answer into the panels built by panels.js inside a root element. It formats
+// and lays out numbers; it computes none, fetches nothing and keeps its memory per root, so a
+// page, a notebook widget or an exported file can each hold their own copy of the panels.
+//
+//   render(root, result, ctx)
+//     result: a POST /api/trace answer {scene, settings, trace, selected, walkthrough}
+//     ctx: {steps,               the trace's step names (GET /api/limits .steps)
+//           state: {stage},      the heatmap's stage ("scores" … "weights")
+//           scene, edits, editsVersion, maxAbs,   editable X and W (scene null: none)
+//           onSelect(i), onStage(name), onEdit(field, path, value), onError(message)}
+import { renderDiagram } from "./diagram.js";
+import { $ as byId, deep, fmt, h, vec } from "./dom.js";
 import { matrixEditor } from "./editors.js";
 import { renderFormula } from "./formula.js";
+import { renderHeatmap } from "./heatmap.js";
+import { renderMix } from "./mix.js";
 
-const STAGES = ["scores", "scaled", "tempered", "masked", "weights"];
-const STAGE_NOTES = {
-  scores: "scores = q·kᵀ: how well each query matches each key.",
-  scaled: "scaled = scores × scale (1/√d_k when scaling is on).",
-  tempered: "tempered = scaled ÷ τ.",
-  masked: "masked: hidden keys set to −∞, so softmax gives them 0.",
-  weights: "weights = softmax of each row: positive, each row sums to 1.",
-};
-const $ = (id) => document.getElementById(id);
+export { stagesOf } from "./heatmap.js";
 const cache = new WeakMap();
+const memos = new WeakMap();  // root -> what was last built there
+
+function memo(root) {
+  if (!memos.has(root)) memos.set(root, { editorsKey: null, qkvKey: null, latest: null, hot: null });
+  return memos.get(root);
+}
 
 function decoded(result) {
   if (!cache.has(result)) {
@@ -23,9 +33,9 @@ function decoded(result) {
   return cache.get(result);
 }
 
-let editorsKey = null;
-
-export function render(result, ctx) {
+export function render(root, result, ctx) {
+  const $ = (id) => byId(id, root);
+  const mem = memo(root);
   const t = decoded(result);
   const { settings: s } = result;
   const H = t.settings.n_heads;
@@ -35,22 +45,24 @@ export function render(result, ctx) {
   const pickKV = (a) => (H ? a[kvHead] : a);
   const view = {
     i: s.select, tokens: result.scene.tokens, pick, pickKV, H, head,
-    maskRow: (r) => (t.mask ? t.mask[r] : null),
+    maskRow: (r) => (t.mask ? t.mask[r] : null), $, mem,
   };
   const key = `${s.preset}|${head}|${ctx.editsVersion}`;
-  if (key !== editorsKey) {
-    editorsKey = key;
+  if (key !== mem.editorsKey) {
+    mem.editorsKey = key;
     renderTokens(view, ctx);
     if (ctx.scene) renderEditors(view, ctx);  // a real model (model.js) has no editable X, W
   }
   markTokens(view);
   renderQKV(view, t);
-  renderPipeline(view, t, ctx);
+  renderDiagram(view, t, ctx);
+  renderHeatmap(view, t, ctx);
   renderBars(view, t, result.selected);
   renderContrib(view, t, result.selected);
+  renderMix($("mix"), view, t);
   renderHeads(view, t, result);
   renderFormula($("formula"), view, t);
-  renderWalkthrough(result.walkthrough);
+  renderWalkthrough($("walkthrough"), result.walkthrough);
   const st = t.settings;
   $("sizes").textContent = `this scene: L = ${st.L} queries, S = ${st.S} keys, d_model = ` +
     `${result.scene.d_model}, d_k = ${st.d_k}, d_v = ${st.d_v}` +
@@ -63,6 +75,7 @@ export function render(result, ctx) {
 // ---- tokens and editors (rebuilt only when the scene, head or edits reset) ---------------------
 
 function renderTokens(view, ctx) {
+  const { $ } = view;
   const box = $("tokens");
   box.replaceChildren(...view.tokens.map((tok, j) => h("button", {
     type: "button", class: "token", dataset: { index: j },
@@ -79,6 +92,7 @@ function renderTokens(view, ctx) {
 }
 
 function markTokens(view) {
+  const { $ } = view;
   [...$("tokens").children].forEach((b, j) => {
     b.classList.toggle("selected", j === view.i);
     b.setAttribute("aria-pressed", j === view.i ? "true" : "false");
@@ -87,10 +101,11 @@ function markTokens(view) {
 }
 
 function renderEditors(view, ctx) {
+  const { $ } = view;
   const data = (field) => ctx.edits[field] || ctx.scene[field];
   const common = { onEdit: null, onError: ctx.onError };
   const editor = (field, label, matrix, rowLabels, prefix) => matrixEditor({
-    ...common, field, label, matrix, rowLabels, prefix,
+    ...common, field, label, matrix, rowLabels, prefix, maxAbs: ctx.maxAbs,
     onEdit: (path, value) => ctx.onEdit(field, path, value) });
   $("x-editor").replaceChildren(editor("x", "X", data("x"), view.tokens, []));
   const h0 = view.H ? view.head : 0;
@@ -112,84 +127,20 @@ function table(label, matrix, rowLabels, highlight, digits = 2) {
       ...row.map((v) => h("td", { dataset: { value: v } }, fmt(v, digits)))))));
 }
 
-let qkvKey = null;
-
 function renderQKV(view, t) {
+  const { $, mem } = view;
   const q = view.pick(t.steps.q), k = view.pickKV(t.steps.k), v = view.pickKV(t.steps.v);
   const key = JSON.stringify([view.i, view.tokens, q, k, v]);  // τ, mask, scale leave them be
-  if (key === qkvKey) return;
-  qkvKey = key;
+  if (key === mem.qkvKey) return;
+  mem.qkvKey = key;
   $("qkv-tables").replaceChildren(table("q", q, view.tokens, view.i),
     table("k", k, view.tokens, view.i), table("v", v, view.tokens, view.i));
-}
-
-// ---- the pipeline heatmap ---------------------------------------------------------------------
-
-let latest = null;  // the ctx of the last render
-
-function renderPipeline(view, t, ctx) {
-  latest = ctx;
-  const stages = $("stages");
-  if (!stages.children.length) {
-    stages.append(...STAGES.map((name) => h("button", {
-      type: "button", role: "radio", dataset: { stage: name },
-      onclick: () => latest.onStage(name),  // the page's current mode (scenes or model.js)
-    }, name)));
-    $("heatmap").addEventListener("mouseover", (e) => {
-      const cell = e.target.closest("td[data-label]");
-      if (cell) $("hover").textContent = cell.dataset.label;
-    });
-  }
-  const stage = ctx.state.stage;
-  for (const b of stages.children) {
-    b.setAttribute("aria-checked", b.dataset.stage === stage ? "true" : "false");
-  }
-  $("stage-note").textContent = STAGE_NOTES[stage];
-  const grid = view.pick(t.steps[stage]);
-  const finite = grid.flat().filter(Number.isFinite);
-  const lo = stage === "weights" ? 0 : Math.min(...finite);
-  const hi = stage === "weights" ? 1 : Math.max(...finite);
-  const shape = JSON.stringify([stage, view.tokens, view.i]);
-  const box = $("heatmap");
-  view.dense = view.tokens.length > 12;
-  if (box.dataset.shape !== shape) {
-    box.dataset.shape = shape;
-    box.replaceChildren(heatTable(view, stage, grid.length));
-  }
-  const rows = box.querySelectorAll("tbody tr");
-  grid.forEach((row, r) => {
-    const mask = view.maskRow(r);
-    const cells = rows[r].children;
-    row.forEach((v, c) => {
-      const hidden = Boolean(mask && !mask[c]);
-      const [bg, light] = shade(hi > lo ? (v - lo) / (hi - lo) : 0);
-      const td = cells[c + 1];
-      const label = `${stage}[${view.tokens[r]} → ${view.tokens[c]}] = ${fmt(v, 4)}` +
-                    (hidden ? " · masked" : "");
-      td.dataset.value = String(v);
-      td.dataset.label = label;
-      td.title = label;
-      td.classList.toggle("masked", hidden);
-      td.classList.toggle("light", light && !hidden);
-      td.style.background = !hidden && Number.isFinite(v) ? bg : "";
-      if (!view.dense) td.textContent = fmt(v, 2);
-    });
-  });
-}
-
-function heatTable(view, stage, L) {
-  const cols = view.tokens;
-  const rows = Array.from({ length: L }, (_, r) => h("tr", { class: r === view.i ? "selected" : null },
-    h("th", { scope: "row" }, view.tokens[r]), ...cols.map(() => h("td", {}))));
-  return h("table", { class: `heat${view.dense ? " dense" : ""}`, "data-stage": stage },
-    h("thead", {}, h("tr", {}, h("th", { class: "corner" }, "query ↓ key →"),
-      ...cols.map((c) => h("th", { scope: "col" }, c)))),
-    h("tbody", {}, rows));
 }
 
 // ---- the selected row: weights, contributions -------------------------------------------------
 
 function renderBars(view, t, sel) {
+  const { $ } = view;
   const w = view.pick(t.steps.weights)[view.i];
   const mask = view.maskRow(view.i);
   const box = $("bars");
@@ -218,6 +169,7 @@ function renderBars(view, t, sel) {
 }
 
 function renderContrib(view, t, sel) {
+  const { $ } = view;
   const w = view.pick(t.steps.weights)[view.i];
   const v = view.pickKV(t.steps.v);
   const z = view.pick(t.steps.z)[view.i];
@@ -237,6 +189,7 @@ function renderContrib(view, t, sel) {
 }
 
 function renderHeads(view, t, result) {
+  const { $ } = view;
   $("panel-heads").hidden = !view.H;
   if (!view.H) return;
   const i = view.i;
@@ -251,7 +204,7 @@ function renderHeads(view, t, result) {
       h("td", { class: "vector", id: "out-row" }, vec(t.steps.out[i]))))));
 }
 
-function renderWalkthrough(sections) {
-  $("walkthrough").replaceChildren(...sections.map((sec) => h("div", { class: "section" },
+function renderWalkthrough(box, sections) {
+  box.replaceChildren(...sections.map((sec) => h("div", { class: "section" },
     h("h3", {}, sec.title), h("pre", {}, sec.lines.join("\n")))));
 }
