@@ -14,7 +14,7 @@ PACKAGE = SRC / "qkv"
 ENGINE = {"qkv.steps", "qkv.checks", "qkv.masks", "qkv.attention", "qkv.trace", "qkv.cache",
           "qkv.multihead", "qkv.layers"}
 OUTER = ("qkv.explain", "qkv.cli", "qkv.web", "qkv.models", "qkv.lab", "qkv.practice",
-         "qkv.bench", "qkv.distributed")
+         "qkv.bench", "qkv.distributed", "qkv.hf")
 # Trace._repr_html_ is the notebook's display hook: it loads the explain layer's renderer only
 # when a notebook asks for it.
 ALLOWED = {("qkv.trace", "qkv.explain.html")}
