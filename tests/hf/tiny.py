@@ -48,10 +48,14 @@ CONFIGS = _configs()
 CAUSAL = ("llama", "qwen2", "mistral", "gemma2", "gemma3", "phi3", "gpt2", "gpt_oss")
 
 
-def build(name: str, *, attn: str, dtype=torch.float32, seed: int = 0):
+def build(name: str, *, attn: str, dtype=torch.float32, seed: int = 0, config=None):
     """A tiny model of architecture ``name`` with seeded random weights (every parameter,
-    sinks and biases included, drawn from N(0, 0.5²)) and attention ``attn``."""
+    sinks and biases included, drawn from N(0, 0.5²)) and attention ``attn``; ``config``
+    overrides config fields."""
+    overrides = config or {}
     config = CONFIGS[name]()
+    for key, value in overrides.items():
+        setattr(config, key, value)
     config._attn_implementation = attn
     if name == "bert":
         cls = transformers.AutoModelForMaskedLM
