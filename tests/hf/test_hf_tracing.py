@@ -73,12 +73,12 @@ TEXTS = ["The cat sat on the mat because it was tired.", "Attention is all you n
     pytest.param("smollm2", (2e-4, 1e-5), marks=pytest.mark.slow),
 ])
 def test_bundled_models_through_transformers_equal_qkvs_own(fixture, atol, request):
-    from qkv.hf import bundled
+    from qkv.hf import bundled, loading
 
     own = request.getfixturevalue(fixture)
     model = bundled.from_own(own)
     batch = _batch(own, TEXTS)
-    with torch.no_grad(), qkv.hf.trace(model, tokenizer=bundled.Labels(own.tokenizer)) as run:
+    with torch.no_grad(), qkv.hf.trace(model, tokenizer=loading.BundledTokenizer(own)) as run:
         out = model(**batch, output_hidden_states=True)
     hidden = out.hidden_states[-1]
     for b, want in enumerate(own.trace_batch(TEXTS)):

@@ -111,3 +111,24 @@ def softmax_in_input_dtype():
         yield
     finally:
         torch.nn.functional.softmax = original
+
+
+def save_local(name: str, path, *, safetensors: bool = True):
+    """Save a tiny model of architecture ``name`` and a word-level tokenizer over its vocabulary
+    (tokens "w0" … "w96", split on spaces) as a local transformers directory; return the model
+    (eager attention) the directory holds."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    model = build(name, attn="eager")
+    model.save_pretrained(path)
+    if not safetensors:  # the pickle format transformers used to write
+        for f in path.glob("*.safetensors"):
+            f.unlink()
+        torch.save(model.state_dict(), path / "pytorch_model.bin")
+    vocab = {f"w{i}": i for i in range(VOCAB)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="w0"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="w0",
+                                                pad_token="w0")
+    fast.save_pretrained(path)
+    return model

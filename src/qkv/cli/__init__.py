@@ -16,7 +16,7 @@ from qkv.cli.errors import CliError
 
 COMMANDS = {name: f"qkv.cli.{name}:{name}" for name in (
     "explain", "dims", "presets", "softmax", "serve", "heads", "generate", "lab", "quiz",
-    "ring", "bench")}
+    "ring", "bench", "patch")}
 
 
 class LazyGroup(click.Group):
@@ -45,7 +45,8 @@ class LazyGroup(click.Group):
 
 # the extra that installs each optional package a command may need
 EXTRAS = {"torch": "torch", "fastapi": "web", "uvicorn": "web", "matplotlib": "plot",
-          "gguf": "models", "safetensors": "models", "tokenizers": "models"}
+          "gguf": "models", "safetensors": "models", "tokenizers": "models",
+          "transformers": "hf"}
 
 
 def missing_extra(error: ImportError) -> str:

@@ -15,16 +15,6 @@ from qkv.models import NAMES, load as load_qkv
 from qkv.models.packages import data_file
 
 
-class Labels:
-    """What ``qkv.hf.trace`` and ``compare`` need of a tokenizer, from a bundled model's."""
-
-    def __init__(self, tokenizer):
-        self.tokenizer = tokenizer
-
-    def convert_ids_to_tokens(self, ids) -> list[str]:
-        return self.tokenizer.labels(list(ids))
-
-
 def load(name: str, *, dtype=torch.float32, attn: str = "qkv"):
     """(transformers model, qkv's own model) for a bundled model name (``qkv.models.names()``);
     the transformers model computes attention with ``attn``. Weights in ``dtype``."""
