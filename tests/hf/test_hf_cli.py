@@ -77,3 +77,28 @@ def test_a_model_that_is_neither_bundled_nor_a_directory_is_refused(tmp_path):
     result = patch("--model", tmp_path / "missing", "--text", TEXT, "--ablate", "0.0")
     assert result.exit_code == 2
     assert "a local transformers model directory holding config.json" in result.output
+
+
+def test_heads_taxonomy_prints_the_grid_and_the_top_heads(monkeypatch, minilm):
+    import numpy as np
+
+    from qkv.cli import common
+    from qkv.hf import taxonomy
+
+    monkeypatch.setattr(common, "load_model", {"minilm-l6": minilm}.__getitem__)
+    result = CliRunner().invoke(main, ["heads", "--model", "minilm-l6", "--taxonomy"])
+    assert result.exit_code == 0, result.output
+    s = taxonomy.measure(minilm)
+    layer, head, score = s.top("previous", 1)[0]
+    assert f"top previous-token heads: {layer}.{head} ({score:.2f})" in result.output
+    assert len([line for line in result.output.splitlines() if line.strip()[:1].isdigit()]) \
+        == minilm.n_layers
+    assert np.isfinite(s.first).all()
+
+
+def test_heads_without_text_or_taxonomy_is_one_line(monkeypatch, minilm):
+    from qkv.cli import common
+
+    monkeypatch.setattr(common, "load_model", {"minilm-l6": minilm}.__getitem__)
+    result = CliRunner().invoke(main, ["heads", "--model", "minilm-l6"])
+    assert result.exit_code == 2 and "--text is required" in result.output

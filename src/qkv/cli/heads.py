@@ -7,16 +7,19 @@ import click
 from qkv import models
 from qkv.cli.common import model_or_error
 from qkv.cli.errors import CliError
+from qkv.cli.taxonomy import HELP as TAXONOMY_HELP
+from qkv.cli.taxonomy import show as show_taxonomy
 from qkv.models import patterns
 
 
 @click.command()
 @click.option("--model", "model_name", default="minilm-l6", show_default=True,
               type=click.Choice(models.names()), help="which pretrained model")
-@click.option("--text", required=True, help="the sentence to run through the model")
+@click.option("--text", help="the sentence to run through the model")
 @click.option("--png", type=click.Path(dir_okay=False, writable=True),
               help="also draw every head's attention matrix into this PNG file")
-def heads(model_name: str, text: str, png: str | None):
+@click.option("--taxonomy", is_flag=True, help=TAXONOMY_HELP)
+def heads(model_name: str, text: str | None, png: str | None, taxonomy: bool):
     """A layers × heads grid naming what each attention head does on TEXT.
 
     Each cell names the head's strongest pattern (first/last/prev/self/next token, or mixed)
@@ -26,7 +29,12 @@ def heads(model_name: str, text: str, png: str | None):
     Examples:
       qkv heads --model minilm-l6 --text "The bank raised interest rates"
       qkv heads --model smollm2-135m --text "The cat sat on the mat" --png heads.png
+      qkv heads --model smollm2-135m --taxonomy
     """
+    if taxonomy:
+        return show_taxonomy(model_or_error(model_name))
+    if not text:
+        raise CliError("--text is required (or --taxonomy, which needs no text)")
     m = model_or_error(model_name)
     try:
         m.encode(text, limit=models.MAX_TRACE_TOKENS)
