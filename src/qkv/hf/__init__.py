@@ -18,6 +18,7 @@ except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError(f"qkv.hf needs the Python package {e.name!r}, which is not installed: "
                       "pip install 'qkv[hf]'") from e
 
+from qkv.hf import taxonomy
 from qkv.hf.adapter import NAME, register
 from qkv.hf.interventions import Edit, NextToken, compare, intervene
 from qkv.hf.session import attention_layers
@@ -26,4 +27,4 @@ from qkv.hf.tracing import HFRun, trace
 register()
 
 __all__ = ["NAME", "register", "trace", "HFRun", "intervene", "compare", "Edit", "NextToken",
-           "attention_layers"]
+           "attention_layers", "taxonomy"]
