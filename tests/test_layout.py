@@ -14,7 +14,8 @@ PACKAGE = SRC / "qkv"
 ENGINE = {"qkv.steps", "qkv.checks", "qkv.masks", "qkv.attention", "qkv.trace", "qkv.cache",
           "qkv.multihead", "qkv.layers"}
 OUTER = ("qkv.explain", "qkv.cli", "qkv.web", "qkv.models", "qkv.lab", "qkv.practice",
-         "qkv.bench", "qkv.distributed", "qkv.notebook")
+         "qkv.bench", "qkv.distributed", "qkv.notebook",
+         "qkv.hf")
 # Display hooks of Trace, loaded inside the method only when a notebook or a caller asks:
 # _repr_html_ (the explain layer's renderer) and to_html (the notebook surface's export). They
 # are not import-time edges, so the cycle check leaves them out (a test keeps them in functions).

@@ -14,7 +14,7 @@ from qkv.trace import Trace
 
 
 def attention(q, k, v, *, mask=None, causal=False, scale=None, temperature=1.0,
-              return_trace=False, backend="auto"):
+              return_trace=False, backend="auto", softcap=None, bias=None, sinks=None):
     """Scaled dot-product attention.
 
     z = softmax(mask(q·kᵀ · scale / τ)) · v
@@ -28,6 +28,12 @@ def attention(q, k, v, *, mask=None, causal=False, scale=None, temperature=1.0,
     scale: multiplies the scores; default 1/√d_k; ``scale=1.0`` turns scaling off.
     temperature: τ > 0 divides the scaled scores (τ < 1 sharpens, τ > 1 flattens).
     A query whose keys are all masked gets weights 0 and output 0.
+    softcap: cap > 0 squashes the tempered scores, capped = cap·tanh(tempered / cap) (Gemma 2).
+    bias: a floating array added before masking, broadcastable to (..., L, S) (relative position
+    bias, ALiBi).
+    sinks: one logit per query head, shape (H,), that joins each row's softmax, takes weight and
+    adds no value (GPT-OSS): weights_j = e^s_j / (e^sink + Σ_k e^s_k); the trace keeps the
+    sink's weight as step "sink" (..., L, 1). These three run on the reference path.
     Returns ``out``, or ``(out, trace)`` with ``return_trace=True``.
 
     backend: "reference" runs every step above and keeps them (the traced path); "blocked" is
@@ -36,7 +42,8 @@ def attention(q, k, v, *, mask=None, causal=False, scale=None, temperature=1.0,
     takes the reference for ``return_trace=True`` or small inputs, torch for torch tensors and
     blocked otherwise (``qkv.kernels.dispatch``).
     """
-    p = checks.problem(q, k, v, mask=mask, causal=causal, scale=scale, temperature=temperature)
+    p = checks.problem(q, k, v, mask=mask, causal=causal, scale=scale, temperature=temperature,
+                       softcap=softcap, bias=bias, sinks=sinks)
     if backend != "reference":
         name = dispatch.choose(backend, p, return_trace=return_trace)
         out = None if name == "reference" else dispatch.run(name, p)
@@ -49,13 +56,14 @@ def attention(q, k, v, *, mask=None, causal=False, scale=None, temperature=1.0,
     return kept["out"]
 
 
-def attention_weights(q, k, *, mask=None, causal=False, scale=None, temperature=1.0):
+def attention_weights(q, k, *, mask=None, causal=False, scale=None, temperature=1.0,
+                      softcap=None, bias=None, sinks=None):
     """The attention weights alone: softmax(mask(q·kᵀ · scale / τ)), shape (..., L, S).
 
     Same arguments and conventions as ``attention``; each row sums to 1 (0 if fully masked).
     """
     p = checks.problem(q, k, None, mask=mask, causal=causal, scale=scale,
-                       temperature=temperature)
+                       temperature=temperature, softcap=softcap, bias=bias, sinks=sinks)
     return traced_steps(p)[0]["weights"]
 
 
@@ -72,8 +80,16 @@ def traced_steps(p: checks.Problem):
     kept["scores"] = steps.scores(q, k)  # (..., L, d_k) @ (..., d_k, S) -> (..., L, S)
     kept["scaled"] = steps.scale(kept["scores"], p.scale)
     kept["tempered"] = steps.temper(kept["scaled"], tau)
-    kept["masked"] = steps.apply_mask(kept["tempered"], full_mask)
-    kept["weights"] = steps.softmax(kept["masked"], full_mask)
+    last = kept["tempered"]
+    if p.softcap is not None:
+        last = kept["capped"] = steps.softcap(last, p.softcap)
+    if p.bias is not None:
+        last = kept["biased"] = steps.add_bias(last, p.bias)  # (..., L, S) + bias
+    kept["masked"] = steps.apply_mask(last, full_mask)
+    if p.sinks is None:
+        kept["weights"] = steps.softmax(kept["masked"], full_mask)
+    else:  # (..., L, S), (..., L, 1)
+        kept["weights"], kept["sink"] = steps.softmax_with_sink(kept["masked"], p.sinks)
     if v is not None:
         z = steps.weighted_sum(kept["weights"], v, full_mask)  # (..., L, d_v)
         kept["z"] = z if z.dtype == p.q.dtype else xp.astype(z, p.q.dtype)  # the input's dtype
@@ -85,4 +101,6 @@ def traced_steps(p: checks.Problem):
         "d_v": None if v is None else v.shape[-1],
         "n_heads": heads, "n_kv_heads": k.shape[-3] if heads else None,
     }
+    if p.softcap is not None:
+        settings["softcap"] = p.softcap
     return kept, settings

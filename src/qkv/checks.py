@@ -25,14 +25,19 @@ class Problem(NamedTuple):
     causal: str | None  # None, "bottom-right" or "top-left"
     scale: float  # multiplies q·kᵀ
     temperature: float  # τ > 0 divides the scaled scores
+    softcap: float | None = None  # cap > 0: capped = cap·tanh(tempered / cap)
+    bias: object = None  # added to the (capped) scores, broadcastable to (..., L, S)
+    sinks: object = None  # one sink logit per query head, shaped (H, 1, 1) (or (1, 1))
 
 
-def problem(q, k, v, *, mask=None, causal=False, scale=None, temperature=1.0) -> Problem:
+def problem(q, k, v, *, mask=None, causal=False, scale=None, temperature=1.0, softcap=None,
+            bias=None, sinks=None) -> Problem:
     """Every argument of ``qkv.attention`` checked and converted; see ``Problem``."""
     xp = steps.namespace(q, k, v)
     q, k, v = inputs(xp, q, k, v)
     return Problem(q, k, v, checked_mask(mask, q, k), masks.causal_align(causal),
-                   scale_factor(scale, q.shape[-1]), temperature_value(temperature))
+                   scale_factor(scale, q.shape[-1]), temperature_value(temperature),
+                   softcap_value(softcap), checked_bias(bias, q, k), checked_sinks(sinks, q))
 
 
 def as_floating(x, xp=None):
@@ -188,3 +193,59 @@ def positive_int(name: str, n) -> None:
     """A size that must be a positive integer (heads, model width, context ...)."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
         raise ValueError(f"{name} must be a positive integer, got {n!r}")
+
+
+def softcap_value(cap) -> float | None:
+    """The soft-capping bound as a float, checked finite and > 0; None turns capping off."""
+    if cap is None:
+        return None
+    if isinstance(cap, bool) or not isinstance(cap, (int, float, np.floating, np.integer)):
+        raise TypeError(f"softcap must be a number > 0 (or None for no capping), got {cap!r}")
+    if not (math.isfinite(cap) and cap > 0):
+        raise ValueError(f"softcap must be finite and > 0, got {cap}")
+    return float(cap)
+
+
+def checked_bias(bias, q, k):
+    """An additive bias (real floating, broadcasts to the scores) in q's library, dtype and
+    device; or None."""
+    if bias is None:
+        return None
+    bias = _beside(bias, q)
+    xp = steps.namespace(q)
+    if not xp.isdtype(bias.dtype, "real floating"):
+        raise TypeError(f"bias must be a real floating array added to the scores, got dtype "
+                        f"{bias.dtype}; a boolean goes in mask=")
+    target = scores_shape(q, k)
+    try:
+        ok = np.broadcast_shapes(tuple(bias.shape), target) == target
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"bias must broadcast to the scores' shape (..., L, S) = {target}, "
+                         f"got shape {tuple(bias.shape)}")
+    return xp.astype(bias, q.dtype) if bias.dtype != q.dtype else bias
+
+
+def checked_sinks(sinks, q):
+    """Sink logits, one per query head (shape (H,), H = q's axis -3; shape (1,) or a number
+    when q has no head axis), reshaped to (H, 1, 1) to broadcast over queries; or None."""
+    if sinks is None:
+        return None
+    sinks = _beside(sinks, q)
+    xp = steps.namespace(q)
+    if not xp.isdtype(sinks.dtype, ("real floating", "integral")):
+        raise TypeError(f"sinks must be real numbers (one logit per head), got dtype {sinks.dtype}")
+    heads = q.shape[-3] if q.ndim >= 3 else 1
+    if sinks.ndim > 1 or sinks.ndim == 1 and sinks.shape[0] != heads:
+        raise ValueError(f"sinks must hold one logit per query head, shape ({heads},), for q of "
+                         f"shape {tuple(q.shape)}; got shape {tuple(sinks.shape)}")
+    sinks = xp.astype(sinks, q.dtype)
+    return xp.reshape(sinks, (heads, 1, 1) if sinks.ndim == 1 and q.ndim >= 3 else (1, 1))
+
+
+def _beside(a, q):
+    """``a`` in q's array library and on q's device (a torch tensor keeps its autograd graph)."""
+    if hasattr(a, "to") and hasattr(q, "device") and hasattr(a, "device"):
+        return a.to(q.device)
+    return steps.to_device_of(a, q)

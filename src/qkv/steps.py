@@ -117,6 +117,19 @@ def temper(scaled, tau: float):
         return scaled / tau
 
 
+def softcap(s, cap: float):
+    """capped = cap · tanh(s / cap): logits squashed smoothly into (−cap, cap) (Gemma 2's
+    soft-capping); close to s where |s| ≪ cap. Shape unchanged."""
+    xp = namespace(s)
+    return cap * xp.tanh(s / cap)
+
+
+def add_bias(s, bias):
+    """biased = s + bias: an additive term per (query, key) (relative position bias, ALiBi).
+    bias broadcasts to s's shape (..., L, S)."""
+    return s + bias
+
+
 def apply_mask(tempered, mask):
     """masked = where(mask, tempered, −inf); True = may attend."""
     if mask is None:
@@ -146,6 +159,32 @@ def softmax(masked, mask=None):
     if mask is None:
         return w
     return xp.where(xp.any(mask, axis=-1, keepdims=True), w, 0.0)  # no key to see: 0
+
+
+def softmax_with_sink(masked, sink_logits):
+    """Softmax over the keys plus one sink logit per row that takes weight and adds no value:
+
+        weights_j = exp(s_j) / (exp(sink) + Σ_k exp(s_k)),   sink = exp(sink) / (same sum)
+
+    masked (..., L, S), sink_logits broadcastable to (..., L, 1) (one per head: (H, 1, 1)).
+    Returns (weights (..., L, S), sink (..., L, 1)); each row's weights and sink sum to 1, so
+    a row whose keys are all masked gives the sink all its weight. Computed in ≥ float32.
+    """
+    xp = namespace(masked)
+    if masked.dtype not in (xp.float32, xp.float64):
+        masked = xp.astype(masked, xp.float32)  # never below float32
+    if is_torch_array(sink_logits) != is_torch_array(masked):
+        sink_logits = to_device_of(sink_logits, masked)
+    sink_logits = xp.astype(sink_logits, masked.dtype)
+    lead = (*masked.shape[:-1], 1)  # (..., L, 1)
+    if masked.shape[-1] == 0:
+        return masked, xp.ones(lead, dtype=masked.dtype, device=device(masked))  # no key: the sink takes it all
+    row_max = xp.maximum(xp.max(masked, axis=-1, keepdims=True), sink_logits)  # (..., L, 1)
+    with np.errstate(invalid="ignore"):  # inf − inf, replaced by the where
+        e = xp.exp(xp.where(masked == row_max, 0.0, masked - row_max))  # (..., L, S)
+    e_sink = xp.exp(sink_logits - row_max)  # (..., L, 1)
+    total = xp.sum(e, axis=-1, keepdims=True) + e_sink  # (..., L, 1)
+    return e / total, e_sink / total
 
 
 def logsumexp(masked, mask=None):

@@ -13,8 +13,10 @@ from qkv.steps import kv_head
 
 # The project's one vocabulary for the steps, in data-flow order (docs/architecture.md).
 # "rope" (rotary models only) holds q and k before rotation; "q" and "k" then hold them after.
-STEPS = ("x", "q", "k", "v", "rope", "scores", "scaled", "tempered", "masked",
-         "weights", "z", "head_out", "out")
+# "capped" (soft-capping), "biased" (an additive bias) and "sink" (the weight an attention sink
+# takes, (..., L, 1)) appear only when the computation has them.
+STEPS = ("x", "q", "k", "v", "rope", "scores", "scaled", "tempered", "capped", "biased",
+         "masked", "weights", "sink", "z", "head_out", "out")
 
 FORMAT = "qkv.trace/1"
 # What ``from_json`` accepts: the dtypes ``to_json`` writes, and a size checked before any

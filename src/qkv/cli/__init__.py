@@ -22,7 +22,7 @@ from qkv.cli.errors import CliError
 
 COMMANDS = {name: f"qkv.cli.{name}:{name}" for name in (
     "explain", "dims", "presets", "softmax", "serve", "heads", "generate", "lab", "quiz",
-    "ring", "bench", "export")}
+    "ring", "bench", "export", "patch")}
 
 
 class LazyGroup(click.Group):
@@ -79,7 +79,8 @@ def _root(module: str | None) -> str:
 
 # the extra that installs each optional package a command may need
 EXTRAS = {"torch": "torch", "fastapi": "web", "uvicorn": "web", "matplotlib": "plot",
-          "gguf": "models", "safetensors": "models", "tokenizers": "models"}
+          "gguf": "models", "safetensors": "models", "tokenizers": "models",
+          "transformers": "hf"}
 
 
 def missing_extra(error: ImportError) -> str:

@@ -8,6 +8,8 @@ import numpy as np
 from qkv import models
 from qkv.cli.common import FilePath, model_or_error
 from qkv.cli.errors import CliError
+from qkv.cli.taxonomy import HELP as TAXONOMY_HELP
+from qkv.cli.taxonomy import show as show_taxonomy
 from qkv.models import patterns
 
 HELP = f"""A layers × heads grid naming what each attention head does on TEXT.
@@ -26,19 +28,25 @@ Tokens are shown with their edge spaces as ␣ ("␣cat" is " cat"), as qkv expl
 Examples:
   qkv heads --model minilm-l6 --text "The bank raised interest rates"
   qkv heads --model smollm2-135m --text "The cat sat on the mat" --png heads.png
+  qkv heads --model smollm2-135m --taxonomy      previous-token, sink, induction … scores
 """
 
 
 @click.command(help=HELP)
 @click.option("--model", "model_name", default="minilm-l6", show_default=True,
               type=click.Choice(models.names()), help="which pretrained model")
-@click.option("--text", required=True, help="the sentence to run through the model")
+@click.option("--text", help="the sentence to run through the model")
 @click.option("--png", type=FilePath(writable=True),
               help="also draw every head's attention matrix into this PNG file (masked cells "
                    "grey)")
-def heads(model_name: str, text: str, png: str | None):
+@click.option("--taxonomy", is_flag=True, help=TAXONOMY_HELP)
+def heads(model_name: str, text: str | None, png: str | None, taxonomy: bool):
     from qkv.explain.walkthrough import visible
 
+    if taxonomy:
+        return show_taxonomy(model_or_error(model_name))
+    if not text:
+        raise CliError("--text is required (or --taxonomy, which needs no text)")
     m = model_or_error(model_name)
     try:
         m.encode(text, limit=models.MAX_TRACE_TOKENS)

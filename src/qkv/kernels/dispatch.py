@@ -41,6 +41,8 @@ def choose(backend, p: Problem, *, return_trace=False) -> str:
             raise ValueError(f"return_trace=True needs every step, which only the reference "
                              f"path keeps: use backend='auto' or 'reference', got {backend!r}")
         return "reference"
+    if p.softcap is not None or p.bias is not None or p.sinks is not None:
+        return "reference"  # soft-capping, a bias and sinks are steps only the reference has
     torch_in = any(is_torch_array(a) for a in (p.q, p.k, p.v))
     if backend == "blocked" and torch_in:
         raise TypeError("backend='blocked' runs on NumPy arrays, got torch tensors; use "

@@ -79,6 +79,13 @@ class TextModel:
             out.append(ModelTrace(self.name, labels, row, kept, hidden[b, :n]))
         return out
 
+    def weights_of_ids(self, ids) -> np.ndarray:
+        """Attention weights of every layer for a batch of token ids of equal length (no
+        padding): ids (B, L) -> (B, n_layers, n_heads, L, L)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        _, traces = self._forward(ids, np.full(len(ids), ids.shape[1]), self._layers(None))
+        return np.stack([np.asarray(traces[i]["weights"]) for i in sorted(traces)], axis=1)
+
     def layer_trace(self, text: str, *, layer: int):
         """The attention ``Trace`` of one layer for ``text`` (``.tokens`` set)."""
         return self.trace(text, layers=[layer]).layer(layer)

@@ -1,0 +1,120 @@
+"""``qkv patch``: edit attention heads of a real model and see the next token change."""
+
+from __future__ import annotations
+
+import math
+
+import json
+
+import click
+
+from qkv.cli.common import echo_sections, format_option
+from qkv.cli.errors import CliError
+
+
+def _head(text: str, option: str) -> str:
+    layer, dot, head = text.partition(".")
+    if not layer.isdigit() or dot and not head.isdigit():
+        raise CliError(f"{option} takes LAYER.HEAD (like 3.4) or LAYER, got {text!r}")
+    return text
+
+
+def _assignment(text: str, option: str) -> tuple[str, str]:
+    where, eq, value = text.partition("=")
+    if not eq or not value:
+        raise CliError(f"{option} takes LAYER.HEAD=VALUE (like 5.1=0.5), got {text!r}")
+    return _head(where, option), value
+
+
+def spec_from_options(ablate, mean, tau, pin, knockout) -> dict:
+    """The edits dict ``qkv.hf.intervene`` takes, from the command's options."""
+    spec: dict[str, dict] = {}
+
+    def add(where, key, value, option):
+        change = spec.setdefault(where, {})
+        if key in change:
+            raise CliError(f"{option}: {where} is given twice")
+        change[key] = value
+
+    for where in ablate:
+        add(_head(where, "--ablate"), "ablate", "zero", "--ablate")
+    for where in mean:
+        add(_head(where, "--mean-ablate"), "ablate", "mean", "--mean-ablate")
+    for where in pin:
+        add(_head(where, "--pin"), "pin", "uniform", "--pin")
+    for text in tau:
+        where, value = _assignment(text, "--tau")
+        try:
+            tau_value = float(value)
+        except ValueError:
+            tau_value = math.nan
+        if not (math.isfinite(tau_value) and tau_value > 0):
+            raise CliError(f"--tau takes LAYER.HEAD=τ with a finite number τ > 0, got {text!r}")
+        add(where, "tau", tau_value, "--tau")
+    for text in knockout:
+        where, value = _assignment(text, "--knockout")
+        if not value.lstrip("-").isdigit():
+            raise CliError(f"--knockout takes LAYER.HEAD=KEY_POSITION, got {text!r}")
+        add(where, "knockout", int(value), "--knockout")
+    if not spec:
+        raise CliError("give at least one edit: --ablate, --mean-ablate, --pin, --tau or "
+                       "--knockout")
+    return spec
+
+
+@click.command()
+@click.option("--model", "model_spec", default="smollm2-135m", show_default=True,
+              help="a bundled causal model (smollm2-135m) or a local transformers directory")
+@click.option("--text", required=True, help="the prompt whose next token is predicted")
+@click.option("--ablate", multiple=True, metavar="L.H", help="set head H of layer L's z to 0")
+@click.option("--mean-ablate", "mean", multiple=True, metavar="L.H",
+              help="set the head's z to its mean over the batch")
+@click.option("--pin", multiple=True, metavar="L.H",
+              help="pin the head's weights to uniform over the keys it may see")
+@click.option("--tau", multiple=True, metavar="L.H=τ", help="the head's temperature τ > 0")
+@click.option("--knockout", multiple=True, metavar="L.H=J",
+              help="mask key position J for the head (L alone: every head of layer L)")
+@click.option("--top-k", default=5, show_default=True, type=click.IntRange(1, 50),
+              help="how many likeliest next tokens to list")
+@click.option("--allow-pickle", is_flag=True,
+              help="load pickle .bin weights from a directory without .safetensors")
+@format_option()
+def patch(model_spec, text, ablate, mean, pin, tau, knockout, top_k, allow_pickle, fmt):
+    """Edit attention heads and compare the next-token distribution before and after.
+
+    Heads are LAYER.HEAD (0-based, layers in the order the model runs them); LAYER alone
+    means every head. KL is KL(before ‖ after) in nats: 0 when the edit changes nothing.
+
+    \b
+    Examples:
+      qkv patch --text "The capital of France is" --ablate 3.4 --tau 5.1=0.5
+      qkv patch --model ./my-llama --text "1 2 3 1 2" --pin 2.0 --knockout 1=0
+    """
+    spec = spec_from_options(ablate, mean, tau, pin, knockout)
+    try:
+        from qkv.hf import compare, loading
+    except ImportError as e:
+        raise CliError(str(e)) from None
+    if not text.strip():
+        raise CliError("--text must contain at least one non-space character")
+    try:
+        model, tokenizer, name = loading.load(model_spec, allow_pickle=allow_pickle)
+        inputs = tokenizer(text, return_tensors="pt")
+        report = compare(model, dict(inputs), spec, tokenizer=tokenizer, top_k=top_k)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    if fmt == "json":
+        click.echo(json.dumps({"model": name, "text": text, "edits": report.edits,
+                               "before": report.before, "after": report.after,
+                               "kl": report.kl}))
+        return
+    from qkv.explain.format import Table, section
+
+    rows = tuple((str(i + 1), repr(b[0]), f"{b[1]:.4f}", repr(a[0]), f"{a[1]:.4f}")
+                 for i, (b, a) in enumerate(zip(report.before, report.after)))
+    echo_sections([
+        section(f"{name}: next token after {text!r}", *report.edits),
+        section("next token, before → after",
+                Table(("rank", "before", "p", "after", "p"), rows),
+                f"KL(before ‖ after) = {report.kl:.4g} nats"),
+    ], fmt)

@@ -1,0 +1,163 @@
+"""Record one ``qkv.Trace`` per attention layer of a transformers model while it runs.
+
+    >>> with qkv.hf.trace(model, tokenizer=tok) as run:
+    ...     model(**inputs)
+    >>> run.layer(3)["weights"].shape        # (n_heads, L, L): sequence 0, padding dropped
+
+``run`` is a ``qkv.models.ModelTrace`` (what the bundled models give, so ``qkv explain`` and the
+page show it) for the first sequence of the first forward call; ``run.batch`` holds one per
+sequence, ``run.calls`` every forward call's batched traces (``generate`` makes one call per new
+token), ``run.names`` each layer's module name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from qkv.hf import session as sessions
+from qkv.models.result import ModelTrace
+from qkv.trace import Trace, to_numpy
+
+# Steps whose axis -1 runs over keys (cut with the keys when padding is dropped).
+_KEY_AXIS = ("scores", "scaled", "tempered", "capped", "biased", "masked", "weights")
+
+
+@dataclass
+class HFRun(ModelTrace):
+    """A ``ModelTrace`` of sequence 0 plus every sequence and every forward call."""
+
+    names: list[str] = field(default_factory=list)
+    batch: list[ModelTrace] = field(default_factory=list)
+    calls: list[dict[int, Trace]] = field(default_factory=list)
+
+
+def _first_input(args, kwargs, name, position=0):
+    if name in kwargs:
+        return kwargs[name]
+    return args[position] if len(args) > position else None
+
+
+def sequence(trace: Trace, b: int, keep: np.ndarray, tokens: list[str], total: int) -> Trace:
+    """Sequence ``b`` of a batched layer trace with only positions ``keep`` (padding dropped)
+    on the query axis and, for self-attention over the ``total`` input positions, the key axis;
+    other layers (cross-attention, a decoder's own positions) keep every position."""
+    L, S = trace.settings["L"], trace.settings["S"]
+    same = L == S == total
+    steps = {}
+    for name, a in trace.steps.items():
+        a = np.asarray(a)[b]
+        if same:  # every step's axis -2 runs over positions; key steps' axis -1 too
+            a = np.take(a, keep, axis=-2)
+            if name in _KEY_AXIS:
+                a = np.take(a, keep, axis=-1)
+        steps[name] = a
+    n = len(keep) if same else L
+    settings = dict(trace.settings, L=n, S=len(keep) if same else S)
+    mask = settings.get("mask")
+    if mask is not None:
+        mask = np.broadcast_to(mask, trace.steps["weights"].shape)[b, 0]  # (L, S)
+        if same:
+            mask = mask[np.ix_(keep, keep)]
+        settings["mask"] = np.ascontiguousarray(mask)
+    labels = list(tokens) if same else None
+    return Trace(steps, settings, tokens=labels, key_tokens=labels)
+
+
+class Recorder:
+    """Collects layer traces per forward call, and the inputs of each call."""
+
+    def __init__(self, model, layers):
+        self.model = model
+        self.keep = None if layers is None else set(layers)
+        self.calls: list[dict[int, Trace]] = []
+        self.inputs: list[tuple] = []  # (input_ids, attention_mask) per call
+        self.x: dict[int, object] = {}
+        self.out: dict[int, object] = {}
+
+    def start_call(self, module, args, kwargs):
+        self.calls.append({})
+        self.inputs.append((_first_input(args, kwargs, "input_ids"),
+                            kwargs.get("attention_mask")))
+
+    def __call__(self, index, module, kept, settings):
+        if self.keep is not None and index not in self.keep:
+            return
+        steps = {name: to_numpy(a) for name, a in kept.items()}
+        if index in self.x:
+            steps["x"] = to_numpy(self.x.pop(index))
+        settings = dict(settings)
+        if settings.get("mask") is not None:
+            settings["mask"] = to_numpy(settings["mask"])
+        if not self.calls:
+            self.calls.append({})
+            self.inputs.append((None, None))
+        self.calls[-1][index] = Trace(steps, settings)
+
+    def layer_hooks(self, index):
+        def before(module, args, kwargs):
+            x = _first_input(args, kwargs, "hidden_states")
+            if x is not None:
+                self.x[index] = x
+
+        def after(module, args, kwargs, output):
+            out = output[0] if isinstance(output, tuple) else output
+            trace = self.calls[-1].get(index) if self.calls else None
+            if trace is not None and out is not None and "out" not in trace.steps:
+                trace.steps["out"] = to_numpy(out)
+        return before, after
+
+
+def _labels(ids, tokenizer) -> list[str]:
+    if tokenizer is not None:
+        return [str(t) for t in tokenizer.convert_ids_to_tokens(ids)]
+    return [str(i) for i in ids]
+
+
+def _finish(run: HFRun, rec: Recorder, tokenizer) -> None:
+    run.calls = rec.calls
+    if not rec.calls:
+        return
+    ids, mask = rec.inputs[0]
+    traces = rec.calls[0]
+    if ids is None:
+        run.layers = {i: t for i, t in traces.items()}
+        return
+    ids = to_numpy(ids)
+    mask = np.ones_like(ids) if mask is None else to_numpy(mask)
+    for b in range(ids.shape[0]):
+        keep = np.flatnonzero(mask[b] != 0)
+        row = [int(t) for t in ids[b, keep]]
+        labels = _labels(row, tokenizer)
+        layers = {i: sequence(t, b, keep, labels, ids.shape[1]) for i, t in traces.items()}
+        run.batch.append(ModelTrace(run.model, labels, row, layers, None))
+    first = run.batch[0]
+    run.tokens, run.ids, run.layers = first.tokens, first.ids, first.layers
+
+
+@contextlib.contextmanager
+def trace(model, *, tokenizer=None, layers=None):
+    """Record every attention layer of ``model`` (only ``layers`` when given: indices into
+    ``qkv.hf.attention_layers(model)``) while the ``with`` block runs it; yields an ``HFRun``
+    that fills in when the block ends. The model must use ``attn_implementation="qkv"``."""
+    sessions.check_uses_qkv(model)
+    name = getattr(model.config, "name_or_path", "") or model.config.model_type
+    session = sessions.joined(model)
+    rec = Recorder(model, layers)
+    session.recorder = rec
+    run = HFRun(model=name, tokens=[], ids=[], layers={}, hidden=None,
+                names=[n for n, _ in session.layers])
+    handles = [model.register_forward_pre_hook(rec.start_call, with_kwargs=True)]
+    for index, (_, module) in enumerate(session.layers):
+        before, after = rec.layer_hooks(index)
+        handles.append(module.register_forward_pre_hook(before, with_kwargs=True))
+        handles.append(module.register_forward_hook(after, with_kwargs=True))
+    try:
+        with session.active():
+            yield run
+    finally:
+        for h in handles:
+            h.remove()
+    _finish(run, rec, tokenizer)

@@ -1,0 +1,120 @@
+"""attn_implementation="qkv" against transformers' eager attention on tiny random models of
+ten architectures: logits on a padded batch, greedy generation with a cache, dropout in training
+mode, gradients, and the errors for what the adapter does not support."""
+
+from __future__ import annotations
+
+import pytest
+
+from tiny import CAUSAL, CONFIGS, build, padded_batch, run, softmax_in_input_dtype
+
+torch = pytest.importorskip("torch")
+
+
+def real_positions(name, batch):
+    mask = batch["attention_mask"].bool()
+    return mask[:, :5] if name == "t5" else mask
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.float64, 1e-10)],
+                         ids=["float32", "float64"])
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_logits_equal_eager_on_a_padded_batch(name, dtype, tol):
+    batch = padded_batch(left=name != "bert")
+    with softmax_in_input_dtype():
+        want = run(build(name, attn="eager", dtype=dtype), name, batch)
+    got = run(build(name, attn="qkv", dtype=dtype), name, batch)
+    real = real_positions(name, batch)
+    assert torch.isfinite(want[real]).all()
+    torch.testing.assert_close(got[real], want[real], rtol=0, atol=tol)
+
+
+@pytest.mark.parametrize("name", [*CAUSAL, "t5"])
+def test_greedy_generation_with_a_cache_gives_eager_tokens(name):
+    # 6 new tokens pass the sliding window (3) of the models that have one
+    batch = padded_batch(left=True)
+    tokens = []
+    for attn in ("eager", "qkv"):
+        model = build(name, attn=attn)
+        model.generation_config.pad_token_id = 0
+        with torch.no_grad():
+            tokens.append(model.generate(**batch, max_new_tokens=6, do_sample=False,
+                                         use_cache=True))
+    assert torch.equal(tokens[0], tokens[1])
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt2"])
+def test_dropout_in_training_mode_draws_what_eager_draws(name):
+    batch = padded_batch(left=True)
+    outs = []
+    for attn in ("eager", "qkv"):
+        model = build(name, attn=attn, dtype=torch.float64).train()
+        for m in model.modules():  # attention dropout only, so the test sees that one
+            if hasattr(m, "attention_dropout"):
+                m.attention_dropout = 0.4
+            if isinstance(m, torch.nn.Dropout):
+                m.p = 0.4 if "attn" in type(m).__name__.lower() else 0.0
+        if name == "gpt2":
+            for block in model.transformer.h:
+                block.attn.attn_dropout.p = 0.4
+        torch.manual_seed(7)
+        with softmax_in_input_dtype():
+            outs.append(model(**batch).logits)
+    real = batch["attention_mask"].bool()
+    torch.testing.assert_close(outs[1][real], outs[0][real], rtol=0, atol=1e-10)
+    with torch.no_grad():  # and the draw mattered: eval mode gives something else
+        assert not torch.allclose(outs[1][real], run(model.eval(), name, batch)[real])
+
+
+def test_gradients_equal_eager():
+    batch = padded_batch(left=True)
+    grads = []
+    for attn in ("eager", "qkv"):
+        model = build("gpt_oss", attn=attn, dtype=torch.float64)
+        with softmax_in_input_dtype():
+            logits = model(**batch).logits
+        logits[batch["attention_mask"].bool()].square().sum().backward()
+        grads.append({n: p.grad for n, p in model.named_parameters() if p.grad is not None})
+    assert "model.layers.0.self_attn.sinks" in grads[1]
+    for n, g in grads[0].items():
+        torch.testing.assert_close(grads[1][n], g, rtol=1e-9, atol=1e-9, msg=n)
+
+
+def test_output_attentions_equal_eager():
+    batch = padded_batch(left=True)
+    got = build("gemma2", attn="qkv", dtype=torch.float64)(**batch, output_attentions=True)
+    with softmax_in_input_dtype():
+        want = build("gemma2", attn="eager", dtype=torch.float64)(**batch,
+                                                                   output_attentions=True)
+    real = batch["attention_mask"].bool()
+    for a, b in zip(got.attentions, want.attentions):
+        torch.testing.assert_close(a[0], b[0], rtol=0, atol=1e-12)  # unpadded sequence
+        torch.testing.assert_close(a[1][:, real[1]][..., real[1]], b[1][:, real[1]][..., real[1]],
+                                   rtol=0, atol=1e-12)
+
+
+def test_an_unknown_keyword_is_refused_naming_the_model_and_keyword():
+    from qkv.hf import adapter
+
+    model = build("llama", attn="qkv")
+    layer = model.model.layers[0].self_attn
+    q = torch.zeros(1, 4, 3, 8)
+    k = torch.zeros(1, 2, 3, 8)
+    with pytest.raises(ValueError, match=r"'alibi_slopes' that llama \(LlamaAttention\)"):
+        adapter.attention_forward(layer, q, k, k, None, scaling=1.0, alibi_slopes=torch.ones(4))
+
+
+def test_float_masks_other_than_zero_and_minus_infinity_are_refused():
+    from qkv.hf import adapter
+
+    layer = build("llama", attn="qkv").model.layers[0].self_attn
+    q, k = torch.randn(1, 4, 3, 8), torch.randn(1, 2, 3, 8)
+    additive = torch.zeros(1, 1, 3, 3)
+    additive[..., 0, 1:] = torch.finfo(torch.float32).min
+    boolean = torch.ones(1, 1, 3, 3, dtype=torch.bool)
+    boolean[..., 0, 1:] = False
+    got = adapter.attention_forward(layer, q, k, k, additive, scaling=1.0)[0]
+    want = adapter.attention_forward(layer, q, k, k, boolean, scaling=1.0)[0]
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="float attention mask with values other than 0"):
+        adapter.attention_forward(layer, q, k, k, additive + 0.5, scaling=1.0)
