@@ -79,6 +79,15 @@ class TextModel:
             out.append(ModelTrace(self.name, labels, row, kept, hidden[b, :n]))
         return out
 
+    def hidden_states(self, text: str) -> np.ndarray:
+        """The last layer's output (L, d_model) for ``text`` on the fast path: attention by
+        ``qkv.attention``'s kernels, no trace kept (``trace(text).hidden`` is the same numbers
+        by the traced reference path)."""
+        ids, _ = self.encode(text)
+        hidden, _ = self._forward(np.asarray([ids], dtype=np.int64), np.array([len(ids)]),
+                                  keep=set())
+        return hidden[0]
+
     def layer_trace(self, text: str, *, layer: int):
         """The attention ``Trace`` of one layer for ``text`` (``.tokens`` set)."""
         return self.trace(text, layers=[layer]).layer(layer)

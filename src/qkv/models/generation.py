@@ -11,23 +11,23 @@ import numpy as np
 
 from qkv import steps
 from qkv.cache import KVCache
-from qkv.kernels.blocked import single_threaded_blas
+from qkv.kernels.threads import single_threaded_blas
 
 CHAT = "<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n"
 
 
 @dataclass
 class Generated:
-    """One generated token and the attention that chose it.
+    """One generated token and, when asked for, the attention that chose it.
 
     ``weights`` (n_layers, n_heads, S): every head's attention row for the position whose
     output predicted this token (the last prompt token, then each previous new token), over
-    the S positions seen so far.
+    the S positions seen so far; None unless ``generate(..., weights=True)``.
     """
 
     id: int
     text: str
-    weights: np.ndarray
+    weights: np.ndarray | None = None
 
 
 class Generator:
@@ -40,9 +40,15 @@ class Generator:
         return self.logits(hidden[0, -1])
 
     def generate(self, prompt: str, max_new_tokens: int = 32, *, temperature: float = 0.0,
-                 top_k: int | None = None, seed=None, chat: bool = False
-                 ) -> Iterator[Generated]:
+                 top_k: int | None = None, seed=None, chat: bool = False,
+                 weights: bool = False) -> Iterator[Generated]:
         """Yield up to ``max_new_tokens`` new tokens, stopping after the end-of-turn token.
+
+        The prompt runs in one pass (prefill), then one token per step against each layer's
+        KV cache, made once with room for prompt + new tokens. By default every step takes the
+        fast path (``qkv.attention`` without a trace: the blocked or fused kernel); with
+        ``weights=True`` every layer runs the traced reference path instead and each token
+        carries its attention rows (``Generated.weights``), as the page shows them.
 
         temperature 0 picks the most likely token (greedy); τ > 0 samples from
         softmax(logits/τ) restricted to the ``top_k`` most likely tokens (all when None), with
@@ -57,16 +63,19 @@ class Generator:
             raise ValueError(f"prompt ({len(ids)} tokens) + max_new_tokens ({max_new_tokens}) "
                              f"exceeds {self.name}'s context of {self.max_tokens} tokens")
         rng = np.random.default_rng(seed)
-        caches = [KVCache() for _ in range(self.n_layers)]
+        caches = [KVCache(capacity=len(ids) + max_new_tokens) for _ in range(self.n_layers)]
+        keep = set(range(self.n_layers)) if weights else set()
         step = np.asarray([ids], dtype=np.int64)  # (1, L): the whole prompt first (prefill)
         start = 0
         for _ in range(max_new_tokens):
             # a one-token step is too small to share: BLAS threads would only wait on each other
             with single_threaded_blas() if step.shape[1] == 1 else contextlib.nullcontext():
-                hidden, traces = self._forward(step, None, keep=set(range(self.n_layers)),
-                                               caches=caches, start=start)
+                hidden, traces = self._forward(step, None, keep=keep, caches=caches,
+                                               start=start)
             start += step.shape[1]
-            rows = np.stack([traces[i]["weights"][0, :, -1, :] for i in range(self.n_layers)])
+            rows = None
+            if weights:  # (n_layers, n_heads, S): each layer's last query row
+                rows = np.stack([traces[i]["weights"][0, :, -1, :] for i in range(self.n_layers)])
             token = _pick(self.logits(hidden[0, -1]), temperature, top_k, rng)
             yield Generated(token, self.tokenizer.decode([token]), rows)
             if token == self.eos_id:
