@@ -54,9 +54,28 @@ class Config:
         return full / 2 if self.causal and not self.decode else full
 
     @property
+    def kv_bytes(self) -> int:
+        """Bytes of K and V (float32): what one decoding step must read at least once."""
+        return 2 * self.heads * self.T * self.d * 4
+
+    @property
     def label(self) -> str:
         kind = "decode" if self.decode else ("causal" if self.causal else "full")
         return f"T={self.T} h={self.heads} d={self.d} {kind}"
+
+
+def unavailable(chosen) -> dict[str, str]:
+    """The chosen peers that cannot run here, each with the reason (a missing library)."""
+    why = None if have_torch() else "torch is not installed (pip install 'qkv[torch]')"
+    return {p: why for p in chosen if p in TORCH_PEERS and why}
+
+
+def have_torch() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def inputs(cfg: Config, seed: int = 0):
@@ -178,6 +197,21 @@ def gemm_peak(n: int = 4096, repeats: int = 3) -> float:
         np.matmul(a, b, out=out)
         times.append(time.perf_counter() - t0)
     return 2.0 * n**3 / statistics.median(times) / 1e9
+
+
+def copy_bandwidth(n_bytes: int = 1 << 28, repeats: int = 5) -> float:
+    """GB/s of ``np.copyto`` between two float32 arrays of n_bytes each, counted as STREAM
+    counts a copy (bytes read + bytes written), best of repeats: the memory speed a kernel
+    that reads K and V once can approach."""
+    src = np.ones(n_bytes // 4, dtype=np.float32)
+    dst = np.zeros_like(src)
+    np.copyto(dst, src)  # warm-up: pages mapped
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * src.nbytes / best / 1e9
 
 
 # ---- peak extra memory, in a fresh process per configuration ---------------------------------

@@ -55,14 +55,28 @@ class Generator:
         ``numpy.random.default_rng(seed)``. ``chat=True`` wraps the prompt in the checkpoint's
         chat template (a user turn, then the assistant's).
         """
-        _check_sampling(max_new_tokens, temperature, top_k)
         if chat:
             self.encode(prompt)  # the prompt itself must be a non-empty str, not just the template
         ids, _ = self.encode(CHAT.format(prompt=prompt) if chat else prompt)
+        return self.generate_ids(ids, max_new_tokens, temperature=temperature, top_k=top_k,
+                                 seed=seed, weights=weights)
+
+    def generate_ids(self, ids, max_new_tokens: int = 32, *, temperature: float = 0.0,
+                     top_k: int | None = None, seed=None, weights: bool = False,
+                     stop_at_eos: bool = True) -> Iterator[Generated]:
+        """``generate`` from token ids (L,) already encoded; ``stop_at_eos=False`` always
+        yields ``max_new_tokens`` tokens (what a benchmark needs)."""
+        _check_sampling(max_new_tokens, temperature, top_k)
+        ids = [int(i) for i in ids]
+        if not ids:
+            raise ValueError("ids must hold at least one token id, got none")
         if len(ids) + max_new_tokens > self.max_tokens:
             raise ValueError(f"prompt ({len(ids)} tokens) + max_new_tokens ({max_new_tokens}) "
                              f"exceeds {self.name}'s context of {self.max_tokens} tokens")
-        rng = np.random.default_rng(seed)
+        return self._steps(ids, max_new_tokens, temperature, top_k,
+                           np.random.default_rng(seed), weights, stop_at_eos)
+
+    def _steps(self, ids, max_new_tokens, temperature, top_k, rng, weights, stop_at_eos):
         caches = [KVCache(capacity=len(ids) + max_new_tokens) for _ in range(self.n_layers)]
         keep = set(range(self.n_layers)) if weights else set()
         step = np.asarray([ids], dtype=np.int64)  # (1, L): the whole prompt first (prefill)
@@ -78,7 +92,7 @@ class Generator:
                 rows = np.stack([traces[i]["weights"][0, :, -1, :] for i in range(self.n_layers)])
             token = _pick(self.logits(hidden[0, -1]), temperature, top_k, rng)
             yield Generated(token, self.tokenizer.decode([token]), rows)
-            if token == self.eos_id:
+            if token == self.eos_id and stop_at_eos:
                 return
             step = np.asarray([[token]], dtype=np.int64)  # (1, 1)
 
