@@ -68,6 +68,17 @@ def test_without_torch_bench_names_the_peers_it_skipped_and_why():
     assert "torch not installed" in done.stdout  # the header says so too
 
 
+def test_without_numba_the_fused_peer_is_skipped_and_auto_falls_back():
+    code = ("from qkv.bench.peers import unavailable; print(unavailable(['qkv fused']))\n"
+            "import numpy as np, qkv; x = np.ones((300, 300))\n"
+            "from qkv.checks import problem; from qkv.kernels.dispatch import choose\n"
+            "print(choose('auto', problem(x, x, x)))")
+    done = _without("numba", code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "{'qkv fused': \"numba is not installed (pip install 'qkv[fast]')\"}", "blocked"]
+
+
 def test_without_transformers_the_model_bench_says_why():
     done = _without("transformers", "from qkv.bench import hf_llama; print(hf_llama.missing())")
     assert done.stdout.strip() == "transformers is not installed (pip install 'qkv[hf]')"

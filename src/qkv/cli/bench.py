@@ -32,6 +32,8 @@ def _sizes(_ctx, _param, value: str) -> list[int]:
 @click.option("--causal", is_flag=True, help="Also run causal prefill.")
 @click.option("--decode", is_flag=True, help="Also run one-token decode steps against a cache of "
               "T keys.")
+@click.option("--wide", is_flag=True, help="Also run every kind with q and k drawn 4× wider "
+              "(scores that need the running max).")
 @click.option("--skip-full", is_flag=True, help="Leave out full (non-causal) prefill.")
 @click.option("--quick", is_flag=True, help="Tiny sizes, every kind, short timings (a smoke "
               "test that takes seconds).")
@@ -49,7 +51,7 @@ def _sizes(_ctx, _param, value: str) -> list[int]:
               "float32), qkv traced and untraced against transformers' generate (sdpa, eager) "
               "on the same weights.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def bench(T, heads, d, causal, decode, skip_full, quick, peer_list, min_time, max_memory,
+def bench(T, heads, d, causal, decode, wide, skip_full, quick, peer_list, min_time, max_memory,
           gemm_size, no_memory, model_name, as_json):
     """Time exact attention: qkv's kernels and reference, naive NumPy, torch SDPA and math.
 
@@ -73,7 +75,8 @@ def bench(T, heads, d, causal, decode, skip_full, quick, peer_list, min_time, ma
     kinds = [(False, False)] * (not skip_full) + [(True, False)] * causal + [(False, True)] * decode
     if not kinds:
         raise CliError("nothing to run: --skip-full needs --causal or --decode")
-    configs = [Config(t, heads, d, c, dec) for c, dec in kinds for t in T]
+    widths = [1.0, 4.0] if wide else [1.0]
+    configs = [Config(t, heads, d, c, dec, w) for w in widths for c, dec in kinds for t in T]
     chosen = [p.strip() for p in peer_list.split(",") if p.strip()]
     unknown = [p for p in chosen if p not in PEERS]
     if unknown:
