@@ -21,7 +21,7 @@ $(VENV)/.base: pyproject.toml
 	touch $@
 
 $(VENV)/.dev: $(VENV)/.base pyproject.toml
-	$(PIP) install $(TORCH) -e '.[dev,web,plot,models,notebook,hf]'
+	$(PIP) install $(TORCH) -e '.[dev,web,plot,models,notebook,hf,fast]'
 	touch $@
 
 venv: $(VENV)/.base

@@ -1,6 +1,8 @@
 """``qkv bench`` as CI runs it: a --quick smoke run; no timing is asserted."""
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -25,6 +27,83 @@ def test_quick_json_reports_every_config_and_peer():
             assert row["median_s"] > 0 and row["gflops"] > 0
             assert row["max_abs_err"] < 1e-5, row  # float32 against float64
             assert isinstance(row["peak_extra_bytes"], int) and row["peak_extra_bytes"] >= 0
+            if entry["config"]["decode"]:  # memory speed against the copy bandwidth
+                assert row["kv_gb_per_s"] > 0 and row["pct_copy"] > 0
+                assert row["kv_gb_per_s"] == pytest.approx(2 * 2 * 256 * 32 * 4 / row["median_s"] / 1e9)
+    assert report["copy"]["gb_per_s"] > 0
+    machine = report["machine"]  # the header's facts: BLAS, its kernel, threads
+    blas = [lib for lib in machine["blas"] if lib["user_api"] == "blas"]
+    assert blas and all(lib["num_threads"] >= 1 and "architecture" in lib for lib in blas)
+    assert "OPENBLAS_CORETYPE" in machine["env"]
+
+
+def test_table_header_names_blas_kernel_and_threads():
+    args = ["--T", "64", "--heads", "1", "--d", "8", "--decode", "--skip-full", "--min-time", "0",
+            "--peers", "qkv blocked", "--no-memory", "--gemm-size", "64"]
+    result = CliRunner().invoke(bench, args)
+    assert result.exit_code == 0, result.output
+    assert "blas: " in result.output and " threads (" in result.output
+    assert "copy bandwidth" in result.output and "K,V GB/s" in result.output
+
+
+def _without(module: str, code: str) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh Python where importing ``module`` fails, as if not installed."""
+    block = ("import sys\n"
+             "class Absent:\n"
+             "    def find_spec(self, name, path=None, target=None):\n"
+             f"        if name.split('.')[0] == {module!r}:\n"
+             "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+             "sys.meta_path.insert(0, Absent())\n")
+    return subprocess.run([sys.executable, "-c", block + code], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_without_torch_bench_names_the_peers_it_skipped_and_why():
+    code = ("import sys; sys.argv = ['qkv', 'bench', '--quick', '--no-memory']\n"
+            "from qkv.cli import main; main()")
+    done = _without("torch", code)
+    assert done.returncode == 0, done.stderr
+    for peer in TORCH_PEERS:
+        assert f"skipped {peer}: torch is not installed (pip install 'qkv[torch]')" in done.stdout
+    assert "torch not installed" in done.stdout  # the header says so too
+
+
+def test_without_numba_the_fused_peer_is_skipped_and_auto_falls_back():
+    code = ("from qkv.bench.peers import unavailable; print(unavailable(['qkv fused']))\n"
+            "import numpy as np, qkv; x = np.ones((300, 300))\n"
+            "from qkv.checks import problem; from qkv.kernels.dispatch import choose\n"
+            "print(choose('auto', problem(x, x, x)))")
+    done = _without("numba", code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "{'qkv fused': \"numba is not installed (pip install 'qkv[fast]')\"}", "blocked"]
+
+
+def test_without_transformers_the_model_bench_says_why():
+    done = _without("transformers", "from qkv.bench import hf_llama; print(hf_llama.missing())")
+    assert done.stdout.strip() == "transformers is not installed (pip install 'qkv[hf]')"
+
+
+@pytest.mark.slow
+def test_model_quick_json_reports_every_peer():
+    pytest.importorskip("qkv.models")
+    result = CliRunner().invoke(bench, ["--model", "smollm2-135m", "--quick", "--json"])
+    if "not installed" in result.output:
+        pytest.skip(result.output)
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["prompt_tokens"] == 32 and report["new_tokens"] == 8
+    peers = [r["peer"] for r in report["results"]]
+    assert peers[:2] == ["qkv untraced", "qkv traced"]
+    assert set(peers[2:]) | set(report["skipped_peers"]) == {"transformers sdpa",
+                                                             "transformers eager"}
+    for r in report["results"]:
+        assert r["tokens"] == 8 and 0 < r["prefill_s"] < r["total_s"]
+        assert r["decode_tokens_per_s"] > 0 and r["tokens_per_s"] > 0
+        assert r["tokens_equal_untraced"] == 8, r  # same weights, same greedy tokens
+    assert report["ratios"]["traced_time_over_untraced"] > 0
+    if "transformers sdpa" in peers:
+        assert report["ratios"]["untraced_tokens_per_s_over_sdpa"] > 0
 
 
 def test_table_output_and_skipping_by_memory():

@@ -26,6 +26,21 @@ def test_cache_grows_past_its_first_capacity(rng):
     assert np.array_equal(allv, 2 * allk)
 
 
+def test_cache_with_a_capacity_writes_into_one_buffer(rng):
+    cache = qkv.KVCache(capacity=12)
+    ks = [rng.normal(size=(2, 3, n, 4)) for n in (5, 1, 1, 5)]
+    buffers = []
+    for k in ks:
+        allk, allv = cache.update(k, -k)
+        buffers.append(cache._k)
+    assert all(b is buffers[0] for b in buffers) and buffers[0].shape == (2, 3, 12, 4)
+    assert np.array_equal(allk, np.concatenate(ks, axis=-2)) and np.array_equal(allv, -allk)
+    allk, _ = cache.update(ks[0], ks[0])  # past the capacity: it grows, nothing lost
+    assert len(cache) == 17 and np.array_equal(allk[..., 12:, :], ks[0])
+    with pytest.raises(ValueError, match="capacity must be a positive integer or None, got 0"):
+        qkv.KVCache(capacity=0)
+
+
 def test_cache_refuses_a_changed_shape(rng):
     cache = qkv.KVCache()
     cache.update(np.zeros((2, 3, 4)), np.zeros((2, 3, 4)))

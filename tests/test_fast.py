@@ -292,9 +292,13 @@ def test_auto_picks_by_size_and_library():
     from qkv.checks import problem
     from qkv.kernels.dispatch import choose
 
+    from qkv.kernels import fused
+
     small, big = problem(*[np.ones((8, 4))] * 3), problem(*[np.ones((1024, 4))] * 3)
+    step = problem(np.ones((1, 4)), np.ones((8, 4)), np.ones((8, 4)))  # one decoding query
     assert choose("auto", small) == "reference"
-    assert choose("auto", big) == "blocked"
+    assert choose("auto", big) == ("fused" if fused.available() else "blocked")
+    assert choose("auto", step) == ("fused" if fused.available() else "reference")
     assert choose("auto", big, return_trace=True) == "reference"
 
 

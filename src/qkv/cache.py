@@ -10,11 +10,19 @@ class KVCache:
 
     Pass it as ``cache=`` to ``MultiHeadAttention``: a prefill call stores the prompt's K/V, each
     later call appends its own and attends over all of them; with ``causal=True`` (bottom-right
-    alignment) this equals one causal pass over the whole sequence. Storage grows by doubling,
-    so appending is amortised O(new tokens).
+    alignment) this equals one causal pass over the whole sequence.
+
+    ``capacity``: positions to make room for at the first update (e.g. prompt + new tokens),
+    so a generation loop writes into one buffer and never copies it. Past the capacity (or
+    without one) storage grows by doubling, so appending is amortised O(new tokens). The
+    buffer's unused tail is never read: ``k``/``v`` are views of the first ``length`` rows.
     """
 
-    def __init__(self):
+    def __init__(self, *, capacity: int | None = None):
+        if capacity is not None and (isinstance(capacity, bool) or not isinstance(
+                capacity, int) or capacity < 1):
+            raise ValueError(f"capacity must be a positive integer or None, got {capacity!r}")
+        self.capacity = capacity
         self._k = None  # (..., heads, capacity, d_k) buffer
         self._v = None  # (..., heads, capacity, d_v) buffer
         self.length = 0
@@ -81,9 +89,10 @@ class KVCache:
         need = self.length + t
         if buf is not None and buf.shape[-2] >= need:
             return buf
-        capacity = max(need, 2 * (buf.shape[-2] if buf is not None else 0), 16)
+        first = self.capacity or 16
+        capacity = max(need, 2 * buf.shape[-2] if buf is not None else first)
         shape = (*new.shape[:-2], capacity, new.shape[-1])
-        grown = xp.zeros(shape, dtype=new.dtype, device=steps.device(new))
+        grown = xp.empty(shape, dtype=new.dtype, device=steps.device(new))
         if buf is not None and self.length:
             grown[..., : self.length, :] = buf[..., : self.length, :]
         return grown

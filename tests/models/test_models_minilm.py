@@ -25,6 +25,16 @@ def test_float32_attention_and_hidden_states_match_reference(minilm, reference, 
         assert np.abs(run.hidden - reference[f"minilm/{n}/hidden"]).max() <= 1e-5
 
 
+def test_fast_forward_equals_the_traced_forward(minilm, reference, sentences):
+    long_text = " ".join(sentences) * 4  # past the reference's size: the blocked kernel runs
+    assert 12 * len(minilm.tokenize(long_text)) ** 2 > 1 << 14
+    for s in [*sentences, long_text]:
+        fast = minilm.hidden_states(s)  # no trace kept
+        np.testing.assert_allclose(fast, minilm.trace(s).hidden, atol=1e-5)
+    np.testing.assert_allclose(minilm.hidden_states(sentences[0]),
+                               reference["minilm/0/hidden"], atol=1e-5)
+
+
 def test_float64_matches_reference_to_rounding(minilm64, reference, sentences):
     for n, s in enumerate(sentences):
         run = minilm64.trace(s)

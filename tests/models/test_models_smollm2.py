@@ -67,7 +67,7 @@ def test_padded_batch_equals_each_sentence_alone(smollm2, sentences):
 def test_greedy_generation_equals_the_reference_continuation(smollm2, reference):
     prompt = str(reference["smollm2/greedy/prompt"])
     want = reference["smollm2/greedy/new_ids"].tolist()
-    steps = list(smollm2.generate(prompt, len(want)))
+    steps = list(smollm2.generate(prompt, len(want), weights=True))
     assert [g.id for g in steps] == want
     assert "".join(g.text for g in steps).startswith(" Paris")
     n_prompt = len(reference["smollm2/greedy/prompt_ids"])
@@ -77,6 +77,22 @@ def test_greedy_generation_equals_the_reference_continuation(smollm2, reference)
     # the first token's rows are the prompt's last query rows of a plain trace
     run = smollm2.trace(prompt)
     np.testing.assert_allclose(steps[0].weights, run.weights[:, :, -1, :], atol=1e-5)
+
+
+def test_fast_generation_gives_the_traced_paths_greedy_tokens(smollm2, reference):
+    prompt = "Once upon a time, in a small village by the sea,"
+    traced = list(smollm2.generate(prompt, 32, weights=True))
+    fast = list(smollm2.generate(prompt, 32))
+    assert len(traced) == 32 and [g.id for g in fast] == [g.id for g in traced]
+    assert all(g.weights is None for g in fast)  # not computed unless asked for
+    want = reference["smollm2/greedy/new_ids"].tolist()  # transformers' own continuation
+    fast = list(smollm2.generate(str(reference["smollm2/greedy/prompt"]), len(want)))
+    assert [g.id for g in fast] == want
+
+
+def test_fast_forward_equals_the_traced_forward(smollm2, sentences):
+    for s in sentences:
+        np.testing.assert_allclose(smollm2.hidden_states(s), smollm2.trace(s).hidden, atol=1e-4)
 
 
 @pytest.mark.slow
@@ -98,7 +114,7 @@ def test_sampling_is_reproducible_with_a_seed(smollm2):
 def test_chat_template_wraps_the_prompt(smollm2):
     ids, labels = smollm2.encode("<|im_start|>user\nHi<|im_end|>\n")
     assert ids[0] == 1 and labels[0] == "<|im_start|>"  # a special token, not split in pieces
-    first = next(smollm2.generate("What is 2+2?", 4, chat=True))
+    first = next(smollm2.generate("What is 2+2?", 4, chat=True, weights=True))
     assert first.weights.shape[-1] == len(smollm2.encode(
         "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n")[0])
 

@@ -1,9 +1,12 @@
 """What ``qkv bench`` runs: the peers, the configurations, timing, and memory in a child process.
 
-A configuration is (T, heads, d, causal, decode): prefill attends T queries to T keys; decode
-attends one query (the newest token) to a cache of T keys. Inputs are float32, (heads, L, d).
+A configuration is (T, heads, d, causal, decode, width): prefill attends T queries to T keys;
+decode attends one query (the newest token) to a cache of T keys. Inputs are float32,
+(heads, L, d), N(0,1) with q and k times ``width`` (4: scores that need the running max).
 Every peer computes the same attention on the same arrays:
 
+    qkv auto         qkv.attention(...)                       what a caller gets by default
+    qkv fused        qkv.attention(..., backend="fused")      one compiled pass per tile (numba)
     qkv blocked      qkv.attention(..., backend="blocked")    blocked online softmax, NumPy
     qkv reference    qkv.attention(..., backend="reference")  every step kept, NumPy
     naive numpy      the whole scores matrix, then softmax, then ·V (what one writes by hand)
@@ -28,7 +31,7 @@ import numpy as np
 import qkv
 from qkv import masks
 
-PEERS = ("qkv blocked", "qkv reference", "naive numpy", "torch sdpa", "torch math",
+PEERS = ("qkv auto", "qkv fused", "qkv blocked", "qkv reference", "naive numpy", "torch sdpa", "torch math",
          "qkv auto·torch")
 TORCH_PEERS = ("torch sdpa", "torch math", "qkv auto·torch")
 ERROR_ROWS = 64  # query rows per head checked against the float64 reference
@@ -42,6 +45,7 @@ class Config:
     d: int  # d_k = d_v
     causal: bool
     decode: bool  # one query against a cache of T keys
+    width: float = 1.0  # q and k drawn from N(0, width²)
 
     @property
     def L(self) -> int:
@@ -54,9 +58,34 @@ class Config:
         return full / 2 if self.causal and not self.decode else full
 
     @property
+    def kv_bytes(self) -> int:
+        """Bytes of K and V (float32): what one decoding step must read at least once."""
+        return 2 * self.heads * self.T * self.d * 4
+
+    @property
     def label(self) -> str:
         kind = "decode" if self.decode else ("causal" if self.causal else "full")
-        return f"T={self.T} h={self.heads} d={self.d} {kind}"
+        wide = "" if self.width == 1 else f" q,k×{self.width:g}"
+        return f"T={self.T} h={self.heads} d={self.d} {kind}{wide}"
+
+
+def unavailable(chosen) -> dict[str, str]:
+    """The chosen peers that cannot run here, each with the reason (a missing library)."""
+    from qkv.kernels import fused
+
+    why = None if have_torch() else "torch is not installed (pip install 'qkv[torch]')"
+    out = {p: why for p in chosen if p in TORCH_PEERS and why}
+    if "qkv fused" in chosen and not fused.available():
+        out["qkv fused"] = "numba is not installed (pip install 'qkv[fast]')"
+    return out
+
+
+def have_torch() -> bool:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def inputs(cfg: Config, seed: int = 0):
@@ -64,6 +93,9 @@ def inputs(cfg: Config, seed: int = 0):
     rng = np.random.default_rng(seed)
     q = rng.standard_normal((cfg.heads, cfg.L, cfg.d), dtype=np.float32)
     k = rng.standard_normal((cfg.heads, cfg.T, cfg.d), dtype=np.float32)
+    if cfg.width != 1:
+        q *= np.float32(cfg.width)
+        k *= np.float32(cfg.width)
     v = rng.standard_normal((cfg.heads, cfg.T, cfg.d), dtype=np.float32)
     return q, k, v
 
@@ -78,7 +110,7 @@ def scores_bytes(cfg: Config, peer: str) -> int:
 def make_runner(peer: str, cfg: Config, q, k, v):
     """A no-argument function that computes the attention output with ``peer``."""
     causal = cfg.causal or cfg.decode  # decoding: bottom-right causal, i.e. every key
-    if peer in ("qkv blocked", "qkv reference"):
+    if peer in ("qkv auto", "qkv fused", "qkv blocked", "qkv reference"):
         backend = peer.split()[1]
         return lambda: qkv.attention(q, k, v, causal=causal, backend=backend)
     if peer == "naive numpy":
@@ -180,6 +212,21 @@ def gemm_peak(n: int = 4096, repeats: int = 3) -> float:
     return 2.0 * n**3 / statistics.median(times) / 1e9
 
 
+def copy_bandwidth(n_bytes: int = 1 << 28, repeats: int = 5) -> float:
+    """GB/s of ``np.copyto`` between two float32 arrays of n_bytes each, counted as STREAM
+    counts a copy (bytes read + bytes written), best of repeats: the memory speed a kernel
+    that reads K and V once can approach."""
+    src = np.ones(n_bytes // 4, dtype=np.float32)
+    dst = np.zeros_like(src)
+    np.copyto(dst, src)  # warm-up: pages mapped
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        np.copyto(dst, src)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * src.nbytes / best / 1e9
+
+
 # ---- peak extra memory, in a fresh process per configuration ---------------------------------
 
 def measure_memory(jobs: list[tuple[Config, list[str]]], timeout: float = 900.0) -> list[dict]:
@@ -216,6 +263,12 @@ def _child(payload: str) -> None:
     jobs = [(Config(**cfg), peers) for cfg, peers in json.loads(payload)]
     if any(p in TORCH_PEERS for _, peers in jobs for p in peers):
         import torch  # noqa: F401  (loaded before any baseline is read)
+    from qkv.kernels import fused
+
+    if fused.available():  # numba and its compiled code loaded before any baseline is read
+        x = np.ones((1, 40, 4), np.float32)
+        fused.fused_attention(x, x, x, causal="bottom-right")
+        fused.fused_attention(x[:, :1], x, x, causal="bottom-right")
     results = []
     for cfg, peers in jobs:
         q, k, v = inputs(cfg)

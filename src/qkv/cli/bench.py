@@ -7,8 +7,8 @@ import shutil
 
 import click
 
-from qkv.bench.peers import PEERS, TORCH_PEERS, Config
-from qkv.bench.run import QUICK, have_torch, render, run
+from qkv.bench.peers import PEERS, Config, unavailable
+from qkv.bench.run import QUICK, header, machine, render, run
 from qkv.cli.errors import CliError
 
 
@@ -32,6 +32,8 @@ def _sizes(_ctx, _param, value: str) -> list[int]:
 @click.option("--causal", is_flag=True, help="Also run causal prefill.")
 @click.option("--decode", is_flag=True, help="Also run one-token decode steps against a cache of "
               "T keys.")
+@click.option("--wide", is_flag=True, help="Also run every kind with q and k drawn 4× wider "
+              "(scores that need the running max).")
 @click.option("--skip-full", is_flag=True, help="Leave out full (non-causal) prefill.")
 @click.option("--quick", is_flag=True, help="Tiny sizes, every kind, short timings (a smoke "
               "test that takes seconds).")
@@ -44,37 +46,68 @@ def _sizes(_ctx, _param, value: str) -> list[int]:
 @click.option("--gemm-size", default=4096, show_default=True, type=click.IntRange(1),
               help="n for the n³ float32 matmul that sets the GEMM peak.")
 @click.option("--no-memory", is_flag=True, help="Skip the child-process memory measurement.")
+@click.option("--model", "model_name", default=None, type=click.Choice(["smollm2-135m"]),
+              help="Instead: a real model's greedy generation (32-token prompt, 64 new tokens, "
+              "float32), qkv traced and untraced against transformers' generate (sdpa, eager) "
+              "on the same weights.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def bench(T, heads, d, causal, decode, skip_full, quick, peer_list, min_time, max_memory,
-          gemm_size, no_memory, as_json):
-    """Time exact attention: qkv blocked and reference, naive NumPy, torch SDPA and math.
+def bench(T, heads, d, causal, decode, wide, skip_full, quick, peer_list, min_time, max_memory,
+          gemm_size, no_memory, model_name, as_json):
+    """Time exact attention: qkv's kernels and reference, naive NumPy, torch SDPA and math.
 
     \b
     Examples:
       qkv bench --quick                       a few seconds, every kind of run
       qkv bench --T 4096,16384 --causal --decode
       qkv bench --T 4096 --json > bench.json
+      qkv bench --model smollm2-135m          generation: tokens/s against transformers
+    The header names the BLAS library, the kernel it runs and the thread counts. Figures
+    for a user's machine: unset OpenBLAS pins first (env -u OPENBLAS_CORETYPE -u
+    OPENBLAS_L2_SIZE qkv bench ...).
     """
-    gemm_n, settle = gemm_size, 0.25
+    if model_name is not None:
+        return _model(model_name, quick, as_json)
+    gemm_n, settle, copy_bytes = gemm_size, 0.25, 1 << 28
     if quick:
-        T, heads, d, min_time, gemm_n, settle = (
-            QUICK[k] for k in ("T", "heads", "d", "min_time", "gemm_n", "settle"))
+        T, heads, d, min_time, gemm_n, settle, copy_bytes = (
+            QUICK[k] for k in ("T", "heads", "d", "min_time", "gemm_n", "settle", "copy_bytes"))
         causal = decode = True
     kinds = [(False, False)] * (not skip_full) + [(True, False)] * causal + [(False, True)] * decode
     if not kinds:
         raise CliError("nothing to run: --skip-full needs --causal or --decode")
-    configs = [Config(t, heads, d, c, dec) for c, dec in kinds for t in T]
+    widths = [1.0, 4.0] if wide else [1.0]
+    configs = [Config(t, heads, d, c, dec, w) for w in widths for c, dec in kinds for t in T]
     chosen = [p.strip() for p in peer_list.split(",") if p.strip()]
     unknown = [p for p in chosen if p not in PEERS]
     if unknown:
         raise CliError(f"--peers: unknown peers {unknown}; expected some of {list(PEERS)}")
-    if not have_torch():
-        chosen = [p for p in chosen if p not in TORCH_PEERS]
+    skipped = unavailable(chosen)
+    chosen = [p for p in chosen if p not in skipped]
     report = run(configs, chosen, min_time=min_time, max_memory=max_memory * 2**30,
-                 memory=not no_memory, gemm_n=gemm_n, settle=settle, show_progress=not as_json)
+                 memory=not no_memory, gemm_n=gemm_n, settle=settle, show_progress=not as_json,
+                 skipped=skipped, copy_bytes=copy_bytes)
+    _show(report, render, as_json)
+
+
+def _model(name: str, quick: bool, as_json: bool) -> None:
+    """``--model``: generation side by side with transformers (``qkv.bench.generation``)."""
+    from qkv.bench import generation
+    from qkv.models import ModelNotInstalled
+
+    sizes = {"new_tokens": 8, "repeats": 1} if quick else {}
+    try:
+        report = generation.run_model(name, **sizes)
+    except ModelNotInstalled as e:
+        raise CliError(str(e)) from None
+    report = {"machine": machine(), **report}
+    _show(report, lambda r, console: (console.print("[bold]qkv bench --model[/] · " + "\n".join(
+        header(r["machine"]))), generation.render_model(r, console)), as_json)
+
+
+def _show(report: dict, draw, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(report, indent=2))
     else:
         from rich.console import Console
 
-        render(report, Console(width=max(100, shutil.get_terminal_size().columns)))
+        draw(report, Console(width=max(132, shutil.get_terminal_size().columns)))

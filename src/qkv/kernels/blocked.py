@@ -40,15 +40,16 @@ PARALLEL_MIN = 1 << 23  # below this many score·feature products (~1 ms) one th
 
 
 def blocked_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature=1.0,
-                      block_q=BLOCK_Q, block_k=BLOCK_K, workers=None):
+                      block_q=BLOCK_Q, block_k=BLOCK_K, workers=None, plan=None):
     """z = softmax(mask(q·kᵀ·scale/τ))·v by blocked online softmax, for validated NumPy inputs.
 
     q (..., [H,] L, d_k), k (..., [G,] S, d_k), v (..., [G,] S, d_v), one floating dtype, G
     dividing H (``qkv.attention`` checks all this). mask: boolean, broadcastable to
     (..., H, L, S), or None. causal: None, "bottom-right" or "top-left". workers: threads
-    (default: one per CPU, or one for small problems). Returns (..., [H,] L, d_v) in q's dtype,
-    or None when a row that sees keys got no weight at all (every score it sees is −inf: an
-    infinite input or an overflow), which the reference then decides.
+    (default: one per CPU, or one for small problems). plan: the class that runs each tile
+    (``_Plan`` by default; the fused kernel passes its own). Returns (..., [H,] L, d_v) in q's
+    dtype, or None when a row that sees keys got no weight at all (every score it sees is −inf:
+    an infinite input or an overflow), which the reference then decides.
     """
     work, dtype = (np.float64 if q.dtype == np.float64 else np.float32), q.dtype
     if q.dtype != work:
@@ -70,7 +71,7 @@ def blocked_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature
         if workers is None:  # one per CPU, unless the work is too small to share
             small = units.count * r * L * S * (d_k + d_v) < PARALLEL_MIN
             workers = 1 if small else default_workers()
-        plan = _Plan(units.count, L, S, r, causal, block_q, block_k, workers,
+        plan = (plan or _Plan)(units.count, L, S, r, causal, block_q, block_k, workers,
                      scale / temperature, work, d_k, d_v)
         items = [(u0, u1, rows) for u0, u1 in plan.unit_chunks() for rows in plan.row_blocks()]
         items.sort(key=lambda item: -plan.cost(item[2]))  # longest first: no thread idles late

@@ -86,6 +86,15 @@ class TextModel:
         _, traces = self._forward(ids, np.full(len(ids), ids.shape[1]), self._layers(None))
         return np.stack([np.asarray(traces[i]["weights"]) for i in sorted(traces)], axis=1)
 
+    def hidden_states(self, text: str) -> np.ndarray:
+        """The last layer's output (L, d_model) for ``text`` on the fast path: attention by
+        ``qkv.attention``'s kernels, no trace kept (``trace(text).hidden`` is the same numbers
+        by the traced reference path)."""
+        ids, _ = self.encode(text)
+        hidden, _ = self._forward(np.asarray([ids], dtype=np.int64), np.array([len(ids)]),
+                                  keep=set())
+        return hidden[0]
+
     def layer_trace(self, text: str, *, layer: int):
         """The attention ``Trace`` of one layer for ``text`` (``.tokens`` set)."""
         return self.trace(text, layers=[layer]).layer(layer)

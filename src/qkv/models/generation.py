@@ -11,23 +11,23 @@ import numpy as np
 
 from qkv import steps
 from qkv.cache import KVCache
-from qkv.kernels.blocked import single_threaded_blas
+from qkv.kernels.threads import single_threaded_blas
 
 CHAT = "<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n"
 
 
 @dataclass
 class Generated:
-    """One generated token and the attention that chose it.
+    """One generated token and, when asked for, the attention that chose it.
 
     ``weights`` (n_layers, n_heads, S): every head's attention row for the position whose
     output predicted this token (the last prompt token, then each previous new token), over
-    the S positions seen so far.
+    the S positions seen so far; None unless ``generate(..., weights=True)``.
     """
 
     id: int
     text: str
-    weights: np.ndarray
+    weights: np.ndarray | None = None
 
 
 class Generator:
@@ -40,36 +40,59 @@ class Generator:
         return self.logits(hidden[0, -1])
 
     def generate(self, prompt: str, max_new_tokens: int = 32, *, temperature: float = 0.0,
-                 top_k: int | None = None, seed=None, chat: bool = False
-                 ) -> Iterator[Generated]:
+                 top_k: int | None = None, seed=None, chat: bool = False,
+                 weights: bool = False) -> Iterator[Generated]:
         """Yield up to ``max_new_tokens`` new tokens, stopping after the end-of-turn token.
+
+        The prompt runs in one pass (prefill), then one token per step against each layer's
+        KV cache, made once with room for prompt + new tokens. By default every step takes the
+        fast path (``qkv.attention`` without a trace: the blocked or fused kernel); with
+        ``weights=True`` every layer runs the traced reference path instead and each token
+        carries its attention rows (``Generated.weights``), as the page shows them.
 
         temperature 0 picks the most likely token (greedy); τ > 0 samples from
         softmax(logits/τ) restricted to the ``top_k`` most likely tokens (all when None), with
         ``numpy.random.default_rng(seed)``. ``chat=True`` wraps the prompt in the checkpoint's
         chat template (a user turn, then the assistant's).
         """
-        _check_sampling(max_new_tokens, temperature, top_k)
         if chat:
             self.encode(prompt)  # the prompt itself must be a non-empty str, not just the template
         ids, _ = self.encode(CHAT.format(prompt=prompt) if chat else prompt)
+        return self.generate_ids(ids, max_new_tokens, temperature=temperature, top_k=top_k,
+                                 seed=seed, weights=weights)
+
+    def generate_ids(self, ids, max_new_tokens: int = 32, *, temperature: float = 0.0,
+                     top_k: int | None = None, seed=None, weights: bool = False,
+                     stop_at_eos: bool = True) -> Iterator[Generated]:
+        """``generate`` from token ids (L,) already encoded; ``stop_at_eos=False`` always
+        yields ``max_new_tokens`` tokens (what a benchmark needs)."""
+        _check_sampling(max_new_tokens, temperature, top_k)
+        ids = [int(i) for i in ids]
+        if not ids:
+            raise ValueError("ids must hold at least one token id, got none")
         if len(ids) + max_new_tokens > self.max_tokens:
             raise ValueError(f"prompt ({len(ids)} tokens) + max_new_tokens ({max_new_tokens}) "
                              f"exceeds {self.name}'s context of {self.max_tokens} tokens")
-        rng = np.random.default_rng(seed)
-        caches = [KVCache() for _ in range(self.n_layers)]
+        return self._steps(ids, max_new_tokens, temperature, top_k,
+                           np.random.default_rng(seed), weights, stop_at_eos)
+
+    def _steps(self, ids, max_new_tokens, temperature, top_k, rng, weights, stop_at_eos):
+        caches = [KVCache(capacity=len(ids) + max_new_tokens) for _ in range(self.n_layers)]
+        keep = set(range(self.n_layers)) if weights else set()
         step = np.asarray([ids], dtype=np.int64)  # (1, L): the whole prompt first (prefill)
         start = 0
         for _ in range(max_new_tokens):
             # a one-token step is too small to share: BLAS threads would only wait on each other
             with single_threaded_blas() if step.shape[1] == 1 else contextlib.nullcontext():
-                hidden, traces = self._forward(step, None, keep=set(range(self.n_layers)),
-                                               caches=caches, start=start)
+                hidden, traces = self._forward(step, None, keep=keep, caches=caches,
+                                               start=start)
             start += step.shape[1]
-            rows = np.stack([traces[i]["weights"][0, :, -1, :] for i in range(self.n_layers)])
+            rows = None
+            if weights:  # (n_layers, n_heads, S): each layer's last query row
+                rows = np.stack([traces[i]["weights"][0, :, -1, :] for i in range(self.n_layers)])
             token = _pick(self.logits(hidden[0, -1]), temperature, top_k, rng)
             yield Generated(token, self.tokenizer.decode([token]), rows)
-            if token == self.eos_id:
+            if token == self.eos_id and stop_at_eos:
                 return
             step = np.asarray([[token]], dtype=np.int64)  # (1, 1)
 

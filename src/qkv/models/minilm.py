@@ -92,9 +92,10 @@ class MiniLM(TextModel):
         mask = self._padding_mask(lengths, L)  # (B, 1, 1, S) or None
         traces = {}
         for i, blk in enumerate(self.blocks):
-            a, trace = blk.attn(x, mask=mask, return_trace=True)  # (B, L, d_model)
-            if i in keep:
-                traces[i] = trace
+            if i in keep:  # the traced reference path, every step kept
+                a, traces[i] = blk.attn(x, mask=mask, return_trace=True)  # (B, L, d_model)
+            else:  # the fast kernels
+                a = blk.attn(x, mask=mask)  # (B, L, d_model)
             x = layer_norm(x + a, *blk.ln1, eps=self.eps)
             x = layer_norm(x + bert_mlp(x, blk.W_in, blk.b_in, blk.W_out, blk.b_out), *blk.ln2,
                            eps=self.eps)

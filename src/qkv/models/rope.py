@@ -29,7 +29,18 @@ def rotate(x: np.ndarray, positions, *, base: float) -> np.ndarray:
     if len(positions) != L:
         raise ValueError(f"need one position per row of x, got {len(positions)} positions for "
                          f"x {tuple(x.shape)}")
-    theta = angles(positions, d, base=base)  # (L, d/2)
-    cos, sin = np.cos(theta).astype(x.dtype), np.sin(theta).astype(x.dtype)
+    return turn(x, *cos_sin(positions, d, base=base, dtype=x.dtype))
+
+
+def cos_sin(positions, d_head: int, *, base: float, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """cos(θp), sin(θp) in ``dtype``: (L,) -> (L, d_head/2) each; compute once per forward
+    pass and share across layers with ``turn``."""
+    theta = angles(positions, d_head, base=base)  # (L, d/2)
+    return np.cos(theta).astype(dtype), np.sin(theta).astype(dtype)
+
+
+def turn(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """rope(x) from precomputed cos, sin (L, d/2): (..., L, d_head) -> (..., L, d_head)."""
+    d = x.shape[-1]
     a, b = x[..., : d // 2], x[..., d // 2 :]  # (..., L, d/2) each
     return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)  # (..., L, d_head)

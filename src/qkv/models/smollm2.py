@@ -26,7 +26,7 @@ from qkv.models import rope
 from qkv.models.base import TextModel
 from qkv.models.generation import Generator
 from qkv.models.gguf_reader import read
-from qkv.layers import rms_norm, swiglu_mlp
+from qkv.layers import linear, rms_norm, swiglu_mlp
 from qkv.models.packages import data_file
 from qkv.trace import Trace
 
@@ -38,10 +38,10 @@ FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 @dataclass
 class Block:
     attn_norm: np.ndarray  # (d_model,)
-    W_Q: np.ndarray  # (n_heads, d_model, d_head)
-    W_K: np.ndarray  # (n_kv_heads, d_model, d_head)
-    W_V: np.ndarray  # (n_kv_heads, d_model, d_head)
-    W_O: np.ndarray  # (n_heads, d_head, d_model)
+    # (d_model, (n_heads + 2·n_kv_heads)·d_head): W_Q, W_K, W_V side by side, head by head,
+    # so one matrix product gives q, k and v (one BLAS call per layer when decoding)
+    W_QKV: np.ndarray
+    W_O: np.ndarray  # (n_heads·d_head, d_model): z's heads side by side, then one product
     mlp_norm: np.ndarray  # (d_model,)
     W_gate: np.ndarray  # (d_model, d_mlp)
     W_up: np.ndarray  # (d_model, d_mlp)
@@ -72,17 +72,12 @@ class SmolLM2(Generator, TextModel):
         self.blocks = [self._block(t, f"blk.{i}.") for i in range(self.n_layers)]
 
     def _block(self, t: dict, p: str) -> Block:
-        D, d = self.d_model, self.d_head
-
-        def heads_in(W, n):  # (n·d_head, d_model) -> (n, d_model, d_head)
-            return np.ascontiguousarray(W.T.reshape(D, n, d).transpose(1, 0, 2))
-
+        # checkpoint rows are output features, head by head: (n·d_head, d_model) each
+        W_QKV = np.concatenate([t[p + f"attn_{n}.weight"] for n in "qkv"]).T
         return Block(
             attn_norm=t[p + "attn_norm.weight"],
-            W_Q=heads_in(t[p + "attn_q.weight"], self.n_heads),
-            W_K=heads_in(t[p + "attn_k.weight"], self.n_kv_heads),
-            W_V=heads_in(t[p + "attn_v.weight"], self.n_kv_heads),
-            W_O=np.ascontiguousarray(t[p + "attn_output.weight"].T.reshape(self.n_heads, d, D)),
+            W_QKV=np.ascontiguousarray(W_QKV),  # (d_model, (H + 2G)·d_head)
+            W_O=np.ascontiguousarray(t[p + "attn_output.weight"].T),  # (H·d_head, d_model)
             mlp_norm=t[p + "ffn_norm.weight"],
             W_gate=np.ascontiguousarray(t[p + "ffn_gate.weight"].T),  # (d_model, d_mlp)
             W_up=np.ascontiguousarray(t[p + "ffn_up.weight"].T),
@@ -92,36 +87,44 @@ class SmolLM2(Generator, TextModel):
     def _forward(self, ids, lengths, keep, caches=None, start: int = 0):
         """ids (B, L) at positions start … start+L−1 -> (hidden (B, L, d_model), traces).
 
-        With ``caches`` (one KVCache per layer) the new keys/values are appended and the
-        queries attend over everything cached (bottom-right causal)."""
+        Layers in ``keep`` run the traced reference path and return their Trace; the others
+        run the fast kernels (``qkv.attention`` without a trace). With ``caches`` (one KVCache
+        per layer) the new keys/values are appended and the queries attend over everything
+        cached (bottom-right causal)."""
         B, L = ids.shape
         x = self.E_token[ids]  # (B, L, d_model)
         positions = np.arange(start, start + L)
+        turn = rope.cos_sin(positions, self.d_head, base=self.rope_base, dtype=x.dtype)
         mask = self._padding_mask(lengths, L) if caches is None else None  # (B, 1, 1, S)
         traces = {}
         for i, blk in enumerate(self.blocks):
             h = rms_norm(x, blk.attn_norm, eps=self.eps)  # (B, L, d_model)
             cache = None if caches is None else caches[i]
-            a, trace = self._attention(blk, h, positions, mask, cache)
-            if i in keep:
+            a, trace = self._attention(blk, h, turn, mask, cache, traced=i in keep)
+            if trace is not None:
                 traces[i] = trace
             x = x + a
             x = x + swiglu_mlp(rms_norm(x, blk.mlp_norm, eps=self.eps), blk.W_gate, blk.W_up,
                                blk.W_down)
         return rms_norm(x, self.final_norm, eps=self.eps), traces
 
-    def _attention(self, blk: Block, h, positions, mask, cache: KVCache | None):
-        q = steps.project(h, blk.W_Q)  # (B, n_heads, L, d_head)
-        k = steps.project(h, blk.W_K)  # (B, n_kv_heads, L, d_head)
-        v = steps.project(h, blk.W_V)  # (B, n_kv_heads, L, d_head)
-        q_rot = rope.rotate(q, positions, base=self.rope_base)
-        k_rot = rope.rotate(k, positions, base=self.rope_base)
+    def _attention(self, blk: Block, h, turn, mask, cache: KVCache | None, *, traced: bool):
+        """out (B, L, d_model) and the layer's Trace (None unless ``traced``)."""
+        H, G = self.n_heads, self.n_kv_heads
+        # (B, L, d_model) @ (d_model, (H+2G)·d_head) -> (B, H+2G, L, d_head)
+        qkv_ = steps.split_heads(linear(h, blk.W_QKV), H + 2 * G)
+        qk = rope.turn(qkv_[:, : H + G], *turn)  # (B, H+G, L, d_head), q and k rotated
+        q_rot, k_rot, v = qk[:, :H], qk[:, H:], qkv_[:, H + G:]
         if cache is not None:
-            k_rot, v = cache.update(k_rot, v)  # (B, n_kv_heads, S, d_head) each
+            k_rot, v = cache.update(k_rot, v)  # (B, G, S, d_head) each
+        if not traced:
+            z = attention(q_rot, k_rot, v, mask=mask, causal=True)  # (B, H, L, d_head)
+            return linear(steps.merge_heads(z), blk.W_O), None  # (B, L, H·d) -> (B, L, D)
         z, trace = attention(q_rot, k_rot, v, mask=mask, causal=True, return_trace=True)
-        head_out, out = steps.project_out(z, blk.W_O)  # (B, H, L, d_model), (B, L, d_model)
-        kept = {"x": h, **trace.steps, "rope": np.concatenate([q, k], axis=-3),
-                 "head_out": head_out, "out": out}
+        # (B, H, L, d_head) @ (H, d_head, d_model) -> (B, H, L, d_model), summed over H
+        head_out, out = steps.project_out(z, blk.W_O.reshape(H, self.d_head, self.d_model))
+        kept = {"x": h, **trace.steps, "rope": qkv_[:, : H + G], "head_out": head_out,
+                "out": out}
         settings = dict(trace.settings, rope_base=float(self.rope_base))
         return out, Trace(kept, settings)
 

@@ -1,0 +1,131 @@
+"""``qkv bench --model``: a real model generating text, qkv against transformers, same weights.
+
+Greedy decoding in float32 from one prompt of PROMPT_TOKENS tokens, NEW_TOKENS new tokens each
+(no early stop), every peer in this process, repeats interleaved across peers (median):
+
+    qkv untraced        model.generate_ids(...)                 fast kernels, preallocated cache
+    qkv traced          model.generate_ids(..., weights=True)   every step kept (the page's path)
+    transformers sdpa   LlamaForCausalLM.generate, torch SDPA   (``qkv.bench.hf_llama``)
+    transformers eager  the same, attention written out in torch
+
+Per peer: prefill = seconds to the first new token (the prompt's pass and its logits); decode
+tokens/s = the remaining tokens over the time after the first; tokens/s end to end; whether its
+tokens equal qkv untraced's.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+
+from qkv.bench import hf_llama
+
+PROMPT_TOKENS = 32
+NEW_TOKENS = 64
+# cut to PROMPT_TOKENS tokens; plain prose, so greedy decoding goes on without an end token
+TEXT = ("The old lighthouse keeper climbed the spiral stairs every evening at dusk, carrying a "
+        "lantern, a notebook and a flask of tea. From the top he could see the whole bay, the "
+        "fishing boats coming home and the lights of the town across the water.")
+QKV_PEERS = ("qkv untraced", "qkv traced")
+HF_PEERS = ("transformers sdpa", "transformers eager")
+PEERS = QKV_PEERS + HF_PEERS
+
+
+def prompt_ids(model, n: int = PROMPT_TOKENS) -> list[int]:
+    ids, _ = model.encode(TEXT)
+    if len(ids) < n:
+        raise ValueError(f"the benchmark prompt has {len(ids)} tokens, fewer than {n}")
+    return ids[:n]
+
+
+def _qkv_run(model, ids, new_tokens: int, traced: bool):
+    """(new ids, seconds to the first new token, seconds in all) for qkv's generate."""
+    import time
+
+    t0 = time.perf_counter()
+    first, out = None, []
+    for g in model.generate_ids(ids, new_tokens, weights=traced, stop_at_eos=False):
+        first = time.perf_counter() - t0 if first is None else first
+        out.append(g.id)
+    return out, first, time.perf_counter() - t0
+
+
+def run_model(name: str, *, new_tokens: int = NEW_TOKENS, repeats: int = 3,
+              prompt_tokens: int = PROMPT_TOKENS, on_step=lambda: None) -> dict:
+    """Measure every peer on model ``name``; return the report ``--json`` prints."""
+    from qkv import models
+
+    model = models.load(name)
+    ids = prompt_ids(model, prompt_tokens)
+    runners = {p: (lambda p=p: _qkv_run(model, ids, new_tokens, p == "qkv traced"))
+               for p in QKV_PEERS}
+    skipped = {}
+    why = hf_llama.missing()
+    if why is None:
+        llama = hf_llama.llama_from(model)
+        for p in HF_PEERS:
+            attn = p.split()[1]
+            runners[p] = lambda attn=attn: hf_llama.greedy_run(llama, ids, new_tokens, attn)
+    else:
+        skipped = {p: why for p in HF_PEERS}
+    runs = {p: [] for p in runners}
+    for _ in range(1 + repeats):  # the first round warms up (allocations, threads, caches)
+        for p, fn in runners.items():
+            runs[p].append(fn())
+            on_step()
+    rows = [_row(p, runs[p][1:], runs["qkv untraced"][0][0]) for p in runners]
+    base = {r["peer"]: r for r in rows}
+    for r in rows:
+        r["tokens_per_s_vs_untraced"] = r["tokens_per_s"] / base["qkv untraced"]["tokens_per_s"]
+    sdpa = base.get("transformers sdpa")
+    ratios = {"traced_time_over_untraced": base["qkv untraced"]["tokens_per_s"]
+              / base["qkv traced"]["tokens_per_s"]}
+    if sdpa is not None:
+        ratios["untraced_tokens_per_s_over_sdpa"] = (base["qkv untraced"]["tokens_per_s"]
+                                                    / sdpa["tokens_per_s"])
+    return {"model": name, "dtype": "float32", "prompt_tokens": len(ids),
+            "new_tokens": new_tokens, "repeats": repeats, "results": rows,
+            "skipped_peers": skipped, "ratios": ratios}
+
+
+def _row(peer: str, runs, reference_ids) -> dict:
+    """Median timings of one peer's runs (each (ids, first, total))."""
+    ids, _, _ = runs[0]
+    first = statistics.median(r[1] for r in runs)
+    total = statistics.median(r[2] for r in runs)
+    decode = statistics.median((len(r[0]) - 1) / (r[2] - r[1]) for r in runs if r[2] > r[1])
+    same = int(np.sum(np.asarray(ids) == np.asarray(reference_ids)))
+    return {"peer": peer, "prefill_s": first, "decode_tokens_per_s": decode,
+            "total_s": total, "tokens_per_s": len(ids) / total,
+            "tokens_equal_untraced": same, "tokens": len(ids)}
+
+
+def render_model(report: dict, console) -> None:
+    """The model report as a rich table, one row per peer, then the goal ratios."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    console.print(f"[bold]{report['model']}[/], {report['dtype']}, greedy: a "
+                  f"{report['prompt_tokens']}-token prompt, {report['new_tokens']} new tokens, "
+                  f"median of {report['repeats']} runs after a warm-up")
+    table = Table()
+    for col in ("peer", "prefill", "decode tok/s", "tokens/s", "× untraced", "same tokens"):
+        table.add_column(col, justify="left" if col == "peer" else "right", no_wrap=True)
+    for r in report["results"]:
+        table.add_row(r["peer"], f"{r['prefill_s'] * 1e3:.1f} ms",
+                      f"{r['decode_tokens_per_s']:.1f}", f"{r['tokens_per_s']:.1f}",
+                      f"{r['tokens_per_s_vs_untraced']:.2f}",
+                      f"{r['tokens_equal_untraced']}/{r['tokens']}")
+    console.print(table)
+    for peer, why in report["skipped_peers"].items():
+        console.print(f"[yellow]skipped {peer}[/]: {escape(why)}")  # why holds [extras]
+    ratios = report["ratios"]
+    if "untraced_tokens_per_s_over_sdpa" in ratios:
+        console.print(f"qkv untraced tokens/s ÷ transformers sdpa tokens/s: "
+                      f"[bold]{ratios['untraced_tokens_per_s_over_sdpa']:.2f}×[/]")
+    console.print(f"qkv traced time ÷ qkv untraced time: "
+                  f"[bold]{ratios['traced_time_over_untraced']:.2f}×[/]")
+    console.print("[dim]prefill: seconds to the first new token · decode tok/s: the other "
+                  "tokens over the time after the first · tokens/s: new tokens over the whole "
+                  "run · same tokens: positions where the ids equal qkv untraced's[/]")

@@ -1,0 +1,173 @@
+"""Exact attention with one compiled pass per tile (numba): the blocked kernel, fused.
+
+The tiles, threads and recurrence are the blocked kernel's (``kernels/blocked.py``); what changes
+is the work between the two matrix products. There, NumPy makes four to six passes over each
+(block_q × block_k) tile of scores (max, shift, exp, sum, and for tiles on the causal diagonal a
+boolean mask built and applied); here one compiled function does it in two reads of the tile:
+
+    s    = (q · c·log₂e) · k_blockᵀ          BLAS; c = scale/τ, log₂e folded into q once
+    m'   = max(m, max_j s_j)                 over the keys the row may see (masked: never read)
+    p_j  = 2^(s_j − m')                      a vectorised exp2 (polynomial, float32);
+                                             p = 0 for a masked key, p = 1 where s_j = m'
+    ℓ'   = 2^(m − m')·ℓ + Σ_j p_j            a' = 2^(m − m')·a + p · v_block   (BLAS)
+
+The causal diagonal costs nothing extra: each row's loop stops at its last visible key. A
+one-query step against a cache (decoding) runs as one compiled loop per K/V head that reads
+each key and value once for all the query heads that share it (``_decode``).
+
+Contract (``qkv.attention``'s): mask True = may attend; causal bottom-right or top-left; a row
+that sees no key gives 0; float16 runs in float32; a masked key's k and v never reach a result
+(its score is never read and its value row is left out of p·v when it holds a non-finite
+number); a NaN a row sees makes that row NaN.
+
+Needs numba (``pip install 'qkv[fast]'``); ``available()`` says whether it is there.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from qkv.kernels import blocked
+from qkv.kernels.threads import default_workers, pool
+
+LOG2E = 1.4426950408889634
+DECODE_ROWS = 8  # up to this many query rows per K/V head: the decode loop, no BLAS
+DECODE_BLOCK = 256  # keys per block in the decode loop (scores of a block stay in L1)
+PARALLEL_MIN = 1 << 21  # decode: below this many key·feature reads, one thread
+
+
+@functools.cache
+def available() -> bool:
+    """True when numba can be imported (the kernel compiles on first use)."""
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def fused_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature=1.0,
+                    workers=None):
+    """z = softmax(mask(q·kᵀ·scale)/τ)·v with a compiled pass per tile, for validated NumPy
+    inputs: q (..., [H,] L, d_k), k (..., [G,] S, d_k), v (..., [G,] S, d_v), G dividing H;
+    mask boolean broadcastable to (..., H, L, S) or None; causal None, "bottom-right" or
+    "top-left". Returns (..., [H,] L, d_v) in q's dtype (float16 computed in float32)."""
+    dtype, work = q.dtype, (np.float64 if q.dtype == np.float64 else np.float32)
+    q, k, v = (a if a.dtype == work else a.astype(work) for a in (q, k, v))  # float16: float32
+    L, S, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+    factor = scale / temperature * LOG2E  # scores in log₂ units: exp2 instead of exp
+    nd = max(q.ndim, k.ndim, v.ndim, 3)
+    q4, k4, v4 = (blocked.padded(a, nd) for a in (q, k, v))
+    G, r = blocked.head_groups(q4.shape[-3], k4.shape[-3], v4.shape[-3])
+    if r * L > DECODE_ROWS:
+        # masked keys (a mask, or the causal diagonal) may hold anything: check v once
+        finite = (mask is None and causal is None) or bool(np.isfinite(v).all())
+        out = blocked.blocked_attention(q, k, v, mask=mask, causal=causal, scale=scale,
+                                        temperature=temperature, workers=workers,
+                                        plan=functools.partial(_FusedPlan, finite_v=finite))
+        return out if out is None or out.dtype == dtype else out.astype(dtype)
+    batch = np.broadcast_shapes(q4.shape[:-3], k4.shape[:-3], v4.shape[:-3])
+    U = math.prod(batch) * G
+    if U == 0:  # no heads or an empty batch: an empty output
+        out = np.zeros((*batch, G * r, L, d_v), dtype=dtype)
+        return out.reshape(out.shape[nd - max(q.ndim, k.ndim, v.ndim):])
+    # (..., H, L, d_k) -> (U, r·L, d_k): the rows that share a K/V head, times c·log₂e
+    qs = np.broadcast_to(blocked._split_heads(q4, G, r), (*batch, G, r, L, d_k))
+    qs = np.multiply(qs.reshape(U, r * L, d_k), factor, dtype=work)
+    ks = np.broadcast_to(k4, (*batch, G, S, d_k)).reshape(U, S, d_k)  # a view when it can be
+    vs = np.broadcast_to(v4, (*batch, G, S, d_v)).reshape(U, S, d_v)
+    ms = np.ones((1, 1, 1), dtype=bool)
+    if mask is not None:  # one row per unit here (r·L = 1)
+        mm = blocked._split_heads(blocked.padded(np.asarray(mask), nd), G, r)
+        ms = np.broadcast_to(mm, (*batch, G, r, L, S)).reshape(U, r * L, S)
+    out = np.zeros((U, r * L, d_v), dtype=work)
+    offset = S - L if causal == "bottom-right" else 0
+    kernel = _kernels()["decode32" if work == np.float32 else "decode64"]
+    causal_on = causal is not None
+    if workers is None:
+        workers = 1 if U * S * (d_k + d_v) < PARALLEL_MIN else default_workers()
+    chunks = [(u0, min(u0 + -(-U // workers), U)) for u0 in range(0, U, -(-U // workers))]
+    if len(chunks) <= 1:
+        kernel(qs, ks, vs, ms, mask is not None, L, causal_on, offset, out)
+    else:
+        list(pool(len(chunks)).map(
+            lambda c: kernel(qs[c[0]:c[1]], ks[c[0]:c[1]], vs[c[0]:c[1]],
+                             ms if mask is None else ms[c[0]:c[1]], mask is not None, L,
+                             causal_on, offset, out[c[0]:c[1]]), chunks))
+    out = out.reshape(*batch, G * r, L, d_v)  # (..., H, L, d_v)
+    out = out.reshape(out.shape[nd - max(q.ndim, k.ndim, v.ndim):])  # drop the padding axes
+    return out if out.dtype == dtype else out.astype(dtype)
+
+
+class _FusedPlan(blocked._Plan):
+    """The blocked kernel's plan with the per-tile work done by one compiled pass."""
+
+    def __init__(self, *args, finite_v: bool, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.factor *= LOG2E  # scores in log₂ units
+        self.finite_v = finite_v  # False: some value is NaN/inf, and may sit in a masked key
+
+    def tile(self, q_u, k_u, v_u, m_u, out_u, rows):
+        """The blocked recurrence for rows ``rows`` of u units (shapes as ``_Plan.tile``)."""
+        h0, h1, i0, i1 = rows
+        u, n = q_u.shape[0], (h1 - h0) * (i1 - i0)
+        buf = self._buffers()
+        qs = buf.q[: u * n * self.d_k].reshape(u, n, self.d_k)
+        np.multiply(q_u[:, h0:h1, i0:i1].reshape(u, n, self.d_k), self.factor, out=qs,
+                    casting="same_kind")
+        m = np.full((u, n), -np.inf, dtype=self.dtype)  # running max per row (log₂ units)
+        ell = np.zeros((u, n), dtype=self.dtype)  # running sum per row
+        acc = np.zeros((u, n, self.d_v), dtype=self.dtype)  # unnormalised output
+        pos = np.tile(np.arange(i0, i1), h1 - h0)  # (n,) each row's query position
+        kernels = _kernels()
+        fused = kernels["tile32" if self.dtype == np.float32 else "tile64"]
+        no_mask = np.ones((1, 1, 1), dtype=bool)
+        for j0, j1, diagonal in self.key_blocks(i0, i1):
+            seen = no_mask
+            if m_u is not None:  # (u, h1-h0, i1-i0, bk) -> (u, n, bk)
+                seen = m_u[:, h0:h1, i0:i1, j0:j1].reshape(m_u.shape[0], -1, j1 - j0)
+                if not seen.any():
+                    continue
+            s = buf.s[: u * n * (j1 - j0)].reshape(u, n, j1 - j0)
+            np.matmul(qs, k_u[:, j0:j1].transpose(0, 2, 1), out=s)  # (u, n, d_k) @ (u, d_k, bk)
+            partial = fused(s, m, ell, acc, pos, j0, diagonal, self.offset or 0, seen,
+                            m_u is not None)
+            pv = buf.pv[: u * n * self.d_v].reshape(u, n, self.d_v)
+            vb = v_u[:, j0:j1]  # (u, bk, d_v)
+            if partial and not self.finite_v:  # keep masked values' NaN/inf out of p·v
+                vb = np.where(np.isfinite(vb), vb, 0.0).astype(self.dtype)
+                np.matmul(s, vb, out=pv)
+                _add_nonfinite(pv, s, v_u[:, j0:j1])
+            else:
+                np.matmul(s, vb, out=pv)  # (u, n, bk) @ (u, bk, d_v)
+            acc += pv
+        # no key seen, or every score it sees is −inf (a NaN stays NaN)
+        dead = (ell == 0) | (m == -np.inf)
+        if (m == np.inf).any() or dead.any() and (dead & self._sees_keys(m_u, rows, pos)).any():
+            raise blocked._NoWeight  # a +inf score or a row without weight: the reference decides
+        np.divide(acc, ell[..., None], out=acc, where=~dead[..., None])
+        acc[dead] = 0.0
+        out_u[:, h0:h1, i0:i1] = acc.reshape(u, h1 - h0, i1 - i0, self.d_v)
+
+
+def _add_nonfinite(pv, p, vb):
+    """pv += p_j·v_j for the value rows j holding NaN/inf, only where p_j ≠ 0: a row that
+    sees such a value gets NaN/inf, a row that masks it (p_j = 0) is untouched."""
+    for a, j in zip(*np.nonzero(~np.isfinite(vb).all(axis=-1))):
+        rows = p[a, :, j] != 0  # (n,)
+        pv[a, rows] += p[a, rows, j, None] * vb[a, j]  # (n', 1) * (d_v,) -> (n', d_v)
+
+
+_COMPILED = {}
+
+
+def _kernels() -> dict:
+    """The compiled functions, made on first use (numba is imported only here)."""
+    if not _COMPILED:
+        from qkv.kernels import fused_jit
+
+        _COMPILED.update(fused_jit.build())
+    return _COMPILED

@@ -1,0 +1,212 @@
+"""The compiled loops of the fused kernel (``kernels/fused.py``), built with numba on first use.
+
+Scores arrive in log₂ units (q was multiplied by scale/τ·log₂e), so every exponential is 2^x.
+float32 uses a vectorisable 2^x: x = n + f with n = round(x), f ∈ [−½, ½]; 2^f by its Taylor
+polynomial of degree 6 (relative error < 4e-7, a few float32 roundings), 2^n written straight
+into the exponent bits. x is at most 0 here (scores minus their row max); below −126 it is
+clamped (2^−126 ≈ 1e-38 next to a row sum ≥ 1). float64 calls pow(2, x).
+
+fastmath allows reassociation and fused multiply-add only (so sums and dot products
+vectorise); NaN and ±inf keep their IEEE meaning, which the contract relies on.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba.core import types
+from numba.extending import intrinsic, overload
+
+# 2^f = Σ (f·ln 2)^i / i!, i ≤ 6
+C1, C2, C3 = 0.6931471805599453, 0.2402265069591007, 0.05550410866482158
+C4, C5, C6 = 0.009618129107628477, 0.0013333558146428443, 0.00015403530393381606
+
+
+OPTS = dict(nogil=True, cache=True, fastmath={"reassoc", "contract"})
+W = 16  # lanes of the row max: independent maxima the compiler turns into vector code
+DECODE_BLOCK = 256  # keys per block in the decode loop: a block's scores stay in L1
+
+
+def build() -> dict:
+    """{"tile32", "tile64", "decode32", "decode64"}: the compiled functions (numba compiles
+    each dtype on its first call, or loads it from its cache)."""
+    return {"tile32": tile, "tile64": tile, "decode32": decode, "decode64": decode}
+
+
+@intrinsic
+def _as_float32(typingctx, bits):
+    """Reinterpret int32 bits as the float32 they spell (an LLVM bitcast, no conversion)."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.FloatType())
+    return types.float32(types.int32), codegen
+
+
+def _like(x, value):
+    """``value`` in x's float type (a float64 literal would turn float32 loops into float64)."""
+
+
+@overload(_like, inline="always")
+def _like_impl(x, value):
+    if x == types.float32:
+        return lambda x, value: np.float32(value)
+    return lambda x, value: np.float64(value)
+
+
+def _exp2(x):
+    """2^x for x ≤ 0 (or NaN): the polynomial in float32, pow in float64."""
+
+
+@overload(_exp2, inline="always")
+def _exp2_impl(x):
+    if x == types.float32:
+        def exp2_32(x):
+            xc = np.maximum(x, np.float32(-126.0))  # NaN passes
+            n = np.floor(xc + np.float32(0.5))
+            f = xc - n
+            p = np.float32(C6) * f + np.float32(C5)
+            p = p * f + np.float32(C4)
+            p = p * f + np.float32(C3)
+            p = p * f + np.float32(C2)
+            p = p * f + np.float32(C1)
+            return (p * f + np.float32(1.0)) * _as_float32(
+                (np.int32(n) + np.int32(127)) << np.int32(23))  # · 2^n through the exponent bits
+        return exp2_32
+    return lambda x: 2.0 ** x
+
+
+@numba.njit(inline="always", **OPTS)
+def _row_max(row, hi, seen_row, has_mask, lanes):
+    """max of row[j] over the visible j < hi (seen_row[j] when has_mask); −inf if none."""
+    ninf = _like(row[0], -np.inf)
+    lanes[:] = ninf
+    full = hi - hi % W
+    for j0 in range(0, full, W):
+        for t in range(W):
+            x = row[j0 + t]
+            if has_mask:
+                x = x if seen_row[j0 + t] else ninf
+            lanes[t] = x if x > lanes[t] else lanes[t]  # a NaN is never the max
+    mx = ninf
+    for j in range(full, hi):
+        x = row[j]
+        if has_mask:
+            x = x if seen_row[j] else ninf
+        mx = x if x > mx else mx
+    for t in range(W):
+        mx = lanes[t] if lanes[t] > mx else mx
+    return mx
+
+
+@numba.njit(inline="always", **OPTS)
+def _row_update(row, hi, seen_row, has_mask, m_old, lanes):
+    """The online-softmax step for one row, in place: row[j] = 2^(row[j] − m_new) for the
+    visible keys j < hi, 0 for masked ones; returns (m_new, alpha = 2^(m_old − m_new), Σ p)."""
+    mx = _row_max(row, hi, seen_row, has_mask, lanes)
+    m_new = m_old if m_old >= mx else mx
+    one, zero = _like(m_old, 1.0), _like(m_old, 0.0)
+    alpha = one if m_new == m_old else _exp2(m_old - m_new)  # rescales what came before
+    total = zero
+    for j in range(hi):  # one pass: p = 2^(s − m'), masked p = 0, Σ p
+        p = one if row[j] == m_new else _exp2(row[j] - m_new)  # 1 at the max, also for ±inf
+        if has_mask:
+            p = p if seen_row[j] else zero
+        row[j] = p
+        total += p
+    return m_new, alpha, total
+
+
+@numba.njit(**OPTS)
+def tile(s, m, ell, acc, pos, j0, diagonal, offset, seen, has_mask):
+    """One tile of the blocked recurrence after s = q·kᵀ, in place.
+
+    s (u, n, bk) log₂-unit scores -> p; m, ell (u, n) running max and sum; acc (u, n, d_v)
+    rescaled by 2^(m − m'); pos (n,) query positions; on a ``diagonal`` tile row i sees keys
+    j0 + j ≤ pos[i] + offset; seen (u, n, bk) the mask when has_mask. Returns whether some
+    score of the tile was masked (its p is 0)."""
+    u, n, bk = s.shape
+    lanes = np.empty(16, s.dtype)
+    partial = has_mask
+    for a in range(u):
+        sa = seen[a] if has_mask else seen[0]
+        for i in range(n):
+            hi = bk
+            if diagonal:
+                hi = min(bk, max(0, pos[i] + offset - j0 + 1))
+                partial = partial or hi < bk
+            row = s[a, i]
+            m_new, alpha, total = _row_update(row, hi, sa[i if has_mask else 0], has_mask,
+                                             m[a, i], lanes)
+            for j in range(hi, bk):
+                row[j] = 0.0
+            ell[a, i] = ell[a, i] * alpha + total
+            if alpha != 1.0:
+                for c in range(acc.shape[2]):
+                    acc[a, i, c] *= alpha
+            m[a, i] = m_new
+    return partial
+
+
+
+@numba.njit(**OPTS)
+def decode(q, k, v, seen, has_mask, L, causal, offset, out):
+    """Attention for a few query rows per K/V head, reading each key and value once.
+
+    q (U, n, d_k) times scale/τ·log₂e, k (U, S, d_k), v (U, S, d_v), seen (U, n, S) the
+    mask when has_mask, out (U, n, d_v). Row i is query i % L (rows are r heads × L); with
+    ``causal`` it sees keys j ≤ i % L + offset. A masked or hidden key is never read."""
+    U, n, d = q.shape
+    S, d_v = k.shape[1], v.shape[2]
+    s = np.empty((n, DECODE_BLOCK), q.dtype)
+    lanes = np.empty(16, q.dtype)
+    m = np.empty(n, q.dtype)
+    ell = np.empty(n, q.dtype)
+    acc = np.empty((n, d_v), q.dtype)
+    hi = np.empty(n, np.int64)
+    visible = np.empty(n, np.int64)  # keys each row sees
+    zero = np.zeros(1, q.dtype)[0]  # sums stay in q's dtype
+    for i in range(n):
+        hi[i] = S if not causal else min(S, max(0, i % L + offset + 1))
+    j_end = hi.max() if n else 0
+    for a in range(U):
+        m[:] = -np.inf
+        ell[:] = 0.0
+        acc[:] = 0.0
+        visible[:] = 0
+        sa = seen[a] if has_mask else seen[0]
+        for j0 in range(0, j_end, DECODE_BLOCK):
+            nb = min(DECODE_BLOCK, j_end - j0)
+            for j in range(nb):  # scores: each key read once for every row
+                for i in range(n):
+                    t = zero
+                    for c in range(d):
+                        t += q[a, i, c] * k[a, j0 + j, c]
+                    s[i, j] = t
+            for i in range(n):
+                row_hi = min(nb, max(0, hi[i] - j0))
+                seen_row = sa[i, j0:j0 + nb] if has_mask else sa[0]
+                m_new, alpha, total = _row_update(s[i], row_hi, seen_row, has_mask, m[i],
+                                                 lanes)
+                ell[i] = ell[i] * alpha + total
+                if alpha != 1.0:
+                    for c in range(d_v):
+                        acc[i, c] *= alpha
+                m[i] = m_new
+            for j in range(nb):  # p·v: each value read once, only where it is visible
+                for i in range(n):
+                    if j0 + j < hi[i] and (not has_mask or sa[i, j0 + j]):
+                        visible[i] += 1
+                        p = s[i, j]
+                        for c in range(d_v):
+                            acc[i, c] += p * v[a, j0 + j, c]
+        for i in range(n):
+            # a +inf score, or a row that sees keys but summed no weight (every score −inf):
+            # NaN, so that the reference decides (kernels/dispatch.py)
+            undefined = m[i] == np.inf or (visible[i] > 0
+                                            and (ell[i] == 0.0 or m[i] == -np.inf))
+            for c in range(d_v):
+                if undefined:
+                    out[a, i, c] = np.nan
+                else:
+                    out[a, i, c] = acc[i, c] / ell[i] if ell[i] != 0.0 else 0.0
+

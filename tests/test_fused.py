@@ -1,0 +1,117 @@
+"""The fused (numba) kernel against the float64 reference: shapes, masks, causal alignments,
+grouped K/V heads, wide scores, decoding rows, precision, NaN and masked garbage."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import qkv
+
+pytest.importorskip("numba")
+
+
+def reference(q, k, v, **kw):
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    return qkv.attention(q, k, v, backend="reference", **kw)
+
+
+def problem(rng, H, G, L, S, d, d_v=None, *, width=1.0, dtype=np.float32):
+    q = width * rng.standard_normal((H, L, d))
+    k = width * rng.standard_normal((G, S, d))
+    v = rng.standard_normal((G, S, d_v or d))
+    return (a.astype(dtype) for a in (q, k, v))
+
+
+SHAPES = [  # (H, G, L, S, d): odd sizes, one query (decoding), no keys, grouped K/V heads
+    (1, 1, 113, 203, 59), (3, 3, 203, 113, 59), (2, 2, 1, 203, 59), (9, 3, 1, 77, 64),
+    (6, 2, 300, 700, 32), (4, 1, 5, 9, 8), (2, 2, 7, 0, 8), (12, 12, 1, 1000, 64),
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("causal", [False, True, "top-left"])
+@pytest.mark.parametrize("width", [1.0, 4.0])  # 4×: scores that need the running max
+def test_matches_float64_reference(rng, shape, causal, width):
+    H, G, L, S, d = shape
+    q, k, v = problem(rng, H, G, L, S, d, width=width)
+    got = qkv.attention(q, k, v, causal=causal, backend="fused")
+    assert got.dtype == np.float32 and got.shape == (H, L, d)
+    np.testing.assert_allclose(got, reference(q, k, v, causal=causal), atol=5e-5, rtol=0)
+
+
+@pytest.mark.parametrize("L", [1, 3, 113])  # the decode loop (few rows) and the tiles
+def test_masks_and_fully_masked_rows(rng, L):
+    q, k, v = problem(rng, 4, 2, L, 203, 16, d_v=11)
+    mask = rng.random((4, L, 203)) < 0.3
+    mask[:, 0] = False  # query 0 sees nothing: output 0
+    got = qkv.attention(q, k, v, mask=mask, causal=True, backend="fused")
+    np.testing.assert_allclose(got, reference(q, k, v, mask=mask, causal=True), atol=2e-6)
+    assert np.all(got[:, 0] == 0)
+
+
+@pytest.mark.parametrize("L", [1, 64])
+def test_masked_keys_never_leak_whatever_k_and_v_hold(rng, L):
+    q, k, v = problem(rng, 2, 2, L, 300, 8)
+    mask = np.ones((L, 300), bool)
+    mask[:, 100:140] = False  # a preallocated cache's garbage, say
+    clean = qkv.attention(q, k, v, mask=mask, backend="fused")
+    k[:, 100:140], v[:, 100:120], v[:, 120:140] = np.nan, np.inf, np.nan
+    np.testing.assert_array_equal(qkv.attention(q, k, v, mask=mask, backend="fused"), clean)
+    # causal: the keys after each query's diagonal are masked too
+    q, k, v = problem(rng, 1, 1, 200, 200, 8)
+    want = qkv.attention(q, k, v, causal=True, backend="fused")
+    k[:, 150], v[:, 150] = np.nan, np.nan
+    got = qkv.attention(q, k, v, causal=True, backend="fused")
+    # rows before key 150 are untouched (a NaN output hands the call to the reference, whose
+    # float32 rounding differs from the kernel's in the last bits)
+    np.testing.assert_allclose(got[:, :150], want[:, :150], rtol=1e-5, atol=1e-6)
+    assert np.isnan(got[:, 150:]).all()  # rows that see it: NaN
+
+
+@pytest.mark.parametrize("L", [1, 64])
+def test_nan_in_a_visible_input_gives_nan(rng, L):
+    q, k, v = problem(rng, 2, 2, L, 90, 8)
+    q[0, -1, 3] = np.nan
+    got = qkv.attention(q, k, v, backend="fused")
+    assert np.isnan(got[0, -1]).all() and not np.isnan(np.delete(got[0], -1, axis=0)).any()
+    assert not np.isnan(got[1]).any()
+
+
+@pytest.mark.parametrize("L", [1, 40])
+def test_float16_accumulates_in_float32_and_float64_is_exact(rng, L):
+    q, k, v = problem(rng, 3, 3, L, 500, 32, dtype=np.float16)
+    got = qkv.attention(q, k, v, causal=True, backend="fused")
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float64), reference(q, k, v, causal=True),
+                               atol=2e-3)  # float16 rounding of the result alone
+    q, k, v = problem(rng, 3, 1, L, 500, 32, width=4.0, dtype=np.float64)
+    np.testing.assert_allclose(qkv.attention(q, k, v, causal=True, backend="fused"),
+                               reference(q, k, v, causal=True), atol=1e-12, rtol=0)
+
+
+def test_scale_temperature_and_broadcast_batch(rng):
+    q = rng.standard_normal((2, 1, 4, 70, 16)).astype(np.float32)  # (batch, 1, H, L, d)
+    k = rng.standard_normal((3, 2, 90, 16)).astype(np.float32)  # (batch', G, S, d)
+    v = rng.standard_normal((3, 2, 90, 16)).astype(np.float32)
+    kw = dict(scale=0.3, temperature=0.7, causal=True)
+    got = qkv.attention(q, k, v, backend="fused", **kw)
+    np.testing.assert_allclose(got, reference(q, k, v, **kw), atol=2e-6)
+
+
+def test_refuses_torch_tensors():
+    torch = pytest.importorskip("torch")
+    t = torch.zeros(2, 3)
+    with pytest.raises(TypeError, match="backend='fused' runs on NumPy arrays"):
+        qkv.attention(t, t, t, backend="fused")
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 3), st.integers(1, 140), st.integers(0, 140),
+       st.integers(1, 40), st.sampled_from([False, True, "top-left"]), st.booleans())
+def test_any_shape_matches_reference(groups, r, L, S, d, causal, masked):
+    rng = np.random.default_rng(L * 1000 + S)
+    q, k, v = problem(rng, groups * r, groups, L, S, d, width=2.0)
+    mask = rng.random((L, S)) < 0.8 if masked else None
+    got = qkv.attention(q, k, v, mask=mask, causal=causal, backend="fused")
+    np.testing.assert_allclose(got, reference(q, k, v, mask=mask, causal=causal), atol=2e-5)
