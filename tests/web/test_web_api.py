@@ -236,7 +236,8 @@ def test_page_and_its_files_are_served_with_a_strict_policy(client):
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
     assert "default-src 'self'" in r.headers["content-security-policy"]
     assert "http://" not in r.text and "https://" not in r.text  # nothing from elsewhere
-    for name in ("app.js", "render.js", "editors.js", "formula.js", "dom.js", "style.css"):
+    for name in ("app.js", "api.js", "panels.js", "render.js", "diagram.js", "heatmap.js", "mix.js",
+                 "editors.js", "formula.js", "dom.js", "style.css", "views.css"):
         f = client.get(f"/static/{name}")
         assert f.status_code == 200, name
         text = f.text.replace('"http://www.w3.org/1998/Math/MathML"', "")  # a namespace name

@@ -2,15 +2,15 @@
 
 anywidget takes a single ESM string, and an exported HTML file must hold its scripts inline, so
 the modules are joined here, at import time, from the files shipped in the wheel: the import
-graph of an entry module (``widget.js``, which imports the page's ``render.js`` and ``dom.js``
-from ``web/static/``) is walked, and each module becomes a function that runs its body and
-returns its exports. Running the whole graph is itself a function of ``document``: every widget
-view calls it with a ``document`` whose ``getElementById`` looks only inside that view's shadow
-root, so two widgets on one notebook page keep their own elements and their own module state.
+graph of an entry module (``widget.js``, which imports the page's ``panels.js``, ``render.js``
+and ``dom.js`` from ``web/static/``) is walked, and each module becomes a function that runs its
+body once and returns its exports, dependencies first, as a browser would run them. The page's
+modules find their elements inside the root they are given and keep their memory per root, so
+two widgets on one notebook page share one copy of the modules and keep their own elements.
 
 The JavaScript is read, never rewritten beyond its ``import``/``export`` lines; what the
 joiner understands (static relative imports; ``export`` before a declaration, ``export {…}``,
-``export default``) covers the page's modules, and anything else is an error naming the file.
+``export {…} from``, ``export default``) covers the page's modules, and anything else is an error naming the file.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ _IMPORT = re.compile(
 _EXPORT_DECL = re.compile(
     r"^export\s+(?P<kind>async\s+function\*?|function\*?|class|const|let|var)\s+(?P<name>[\w$]+)",
     re.MULTILINE)
+_REEXPORT = re.compile(
+    r"""^export\s*\{(?P<names>[^}]*)\}\s*from\s*["'](?P<path>[^"']+)["'];?""", re.MULTILINE)
 _EXPORT_LIST = re.compile(r"^export\s*\{(?P<names>[^}]*)\}\s*;?", re.MULTILINE)
 _EXPORT_DEFAULT = re.compile(r"^export\s+default\s+", re.MULTILINE)
 _STRAY = re.compile(r"^\s*(import|export)\b|\bimport\s*\(", re.MULTILINE)
@@ -56,15 +58,19 @@ def _module(path: Path) -> tuple[str, list[Path]]:
     deps: list[Path] = []
     lines: list[str] = []
 
-    def bind(m: re.Match) -> str:
-        spec, target = m["what"], m["path"]
+    def ref_to(target: str) -> str:
+        """The expression for an imported module's exports; records the dependency."""
         if not target.startswith("."):
             raise BundleError(f"{path.name}: only relative imports can be bundled, got {target!r}")
         dep = (path.parent / target).resolve()
         if not dep.is_file():
             raise BundleError(f"{path.name}: imports {target!r}, which is not a file ({dep})")
         deps.append(dep)
-        ref = f"__mods[{json.dumps(str(dep))}]"
+        return f"__mods[{json.dumps(str(dep))}]"
+
+    def bind(m: re.Match) -> str:
+        spec = m["what"]
+        ref = ref_to(m["path"])
         if spec is None:  # import "./x.js": run for its effects (it runs once, before this one)
             return ""
         if spec.startswith("*"):
@@ -74,8 +80,15 @@ def _module(path: Path) -> tuple[str, list[Path]]:
             return f"const {{ {pairs} }} = {ref};"
         return f"const {spec} = {ref}.default;"
 
-    exported: list[tuple[str, str]] = []  # (exported name, local name)
+    exported: list[tuple[str, str]] = []  # (exported name, local name or expression)
     body = _IMPORT.sub(bind, text)
+
+    def passed_on(m: re.Match) -> str:  # export { name as alias } from "./x.js"
+        ref = ref_to(m["path"])
+        exported.extend((alias, f"{ref}[{json.dumps(name)}]") for name, alias in _names(m["names"]))
+        return ""
+
+    body = _REEXPORT.sub(passed_on, body)
 
     def decl(m: re.Match) -> str:
         exported.append((m["name"], m["name"]))
@@ -145,15 +158,6 @@ def _scoped_css(text: str) -> str:
                   flags=re.MULTILINE)
 
 
-def skeleton() -> str:
-    """The page's panels: the inside of index.html's <main> element."""
-    page = (STATIC / "index.html").read_text()
-    m = re.search(r"<main[^>]*>(.*)</main>", page, re.DOTALL)
-    if not m:
-        raise BundleError("web/static/index.html has no <main> element holding the panels")
-    return m[1].strip()
-
-
 @functools.cache
 def css() -> str:
     """Every stylesheet the view needs, one string, scoped for a shadow root."""
@@ -167,43 +171,15 @@ def esm(entry: Path = ENTRY, *, export: bool = True) -> str:
     parts = [
         "// qkv: the simulator page's modules joined into one (qkv/notebook/bundle.py).",
         f"const QKV_CSS = {json.dumps(css())};",
-        f"const QKV_PANELS = {json.dumps(skeleton())};",
-        "function qkvModules(document) {",
-        "  const __mods = {};",
+        "const __mods = {};",
     ]
     for path, body in graph(entry):
-        parts.append(f"  // ---- {_label(path)}")
-        parts.append(f"  __mods[{json.dumps(str(path))}] = (() => {{\n{body}\n}})();")
-    parts.append(f"  return __mods[{json.dumps(str(entry.resolve()))}];")
-    parts.append("}")
-    parts.append(_SCOPE)
+        parts.append(f"// ---- {_label(path)}")
+        parts.append(f"__mods[{json.dumps(str(path))}] = (() => {{\n{body}\n}})();")
+    parts.append("const qkvWidget = {")
+    parts.append(f"  render: ({{ model, el }}) => __mods[{json.dumps(str(entry.resolve()))}]"
+                 ".render({ model, el, css: QKV_CSS }),")
+    parts.append("};")
     parts.append("export default qkvWidget;" if export else "")
     text = "\n".join(parts)
     return text.replace(str(HERE.parent), "qkv")  # module keys: no local paths in the output
-
-
-# Every view gets its own run of the modules, with a document that finds ids in its shadow root.
-_SCOPE = """
-function qkvScopedDocument(root) {
-  return new Proxy(document, {
-    get(target, key) {
-      if (key === "getElementById") return (id) => root.getElementById(id);
-      if (key === "querySelector") return (s) => root.querySelector(s);
-      if (key === "querySelectorAll") return (s) => root.querySelectorAll(s);
-      const value = Reflect.get(target, key);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
-}
-const qkvWidget = {
-  render({ model, el }) {
-    const root = el.shadowRoot || el.attachShadow({ mode: "open" });
-    const style = document.createElement("style");
-    style.textContent = QKV_CSS;
-    const page = document.createElement("div");
-    page.className = "qkv-page";
-    root.replaceChildren(style, page);
-    return qkvModules(qkvScopedDocument(root)).render({ model, el, root, page, panels: QKV_PANELS });
-  },
-};
-"""

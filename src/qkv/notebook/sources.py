@@ -19,6 +19,7 @@ import numpy as np
 from qkv.attention import attention
 from qkv.explain.html import count, shape_words
 from qkv.explain.walkthrough import labels
+from qkv.trace import STEPS
 from qkv.web import views
 
 TRACE_STEPS = ("q", "k", "v")  # what a one-head trace needs to be rerun at another τ
@@ -57,13 +58,14 @@ class View:
         return None
 
     def info(self) -> dict:
-        """What the view's controls need; sent once."""
+        """What the view's controls need; sent once (steps: the trace's step names, whose
+        pipeline stages the heatmap offers, as the page reads them from ``/api/limits``)."""
         tau = ({"fixed": self.temperature, "why": self.tau_fixed_because}
                if self.tau_fixed_because else {"fixed": None, "why": ""})
         return {"kind": self.kind, "title": self.title, "lesson": self.lesson,
                 "words": self.words(), "tokens": self.tokens, "n_heads": self.n_heads,
                 "layers": self.layers, "d_model": self.d_model, "tau": tau,
-                "grid": self.grid()}
+                "grid": self.grid(), "steps": list(STEPS)}
 
     def check(self, *, select: int, temperature: float, head: int, layer: int) -> None:
         """A ValueError naming the allowed range for a value this view cannot show."""

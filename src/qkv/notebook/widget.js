@@ -1,14 +1,19 @@
-// The notebook view (anywidget's render({model, el})): the simulator page's panels, painted by
-// the page's own render.js from the payload Python computes. This file lays out controls and
-// forwards clicks; every number comes from qkv's engine in Python (or, in an exported file,
-// from the payloads computed before the file was written).
+// The notebook view (anywidget's render({model, el})): the simulator page's panels, built by
+// the page's panels.js inside the view's shadow root and painted by its render.js from the
+// payload Python computes. This file lays out controls and forwards clicks; every number comes
+// from qkv's engine in Python (or, in an exported file, from the payloads computed before the
+// file was written). Each view keeps its own elements; render.js keeps its memory per root.
+import { $ as byId, fmt, h } from "../web/static/dom.js";
+import { buildPanels } from "../web/static/panels.js";
 import { render as paint } from "../web/static/render.js";
-import { fmt, h } from "../web/static/dom.js";
 
 const TAU_MIN = 0.05, TAU_MAX = 10, STEPS = 1000;  // the τ slider is logarithmic, as the page's
 const toTau = (s) => Number((TAU_MIN * Math.pow(TAU_MAX / TAU_MIN, s / STEPS)).toPrecision(3));
 const toSlider = (t) => Math.round(STEPS * Math.log(t / TAU_MIN) / Math.log(TAU_MAX / TAU_MIN));
 const tauText = (t) => fmt(t, t < 1 ? 3 : 2);
+// The page's panels that have nothing to show here: the how-to names the page's own controls
+// (scale, causal, editing, predict, practice), W has no editor, the notes describe toy scenes.
+const HIDDEN = ["how-to", "panel-w", "panel-notes"];
 
 // Blue ramp on √weight, as the page's model grid draws its thumbnails; returns [r, g, b].
 const ramp = (w) => {
@@ -16,11 +21,14 @@ const ramp = (w) => {
   return [247 + (37 - 247) * t, 249 + (84 - 249) * t, 252 + (199 - 252) * t];
 };
 
-export function render({ model, root, page, panels }) {
-  const $ = (id) => root.getElementById(id);
+// css: every stylesheet the view needs, scoped for a shadow root (bundle.py joins them).
+export function render({ model, el, css }) {
+  const root = el.shadowRoot || el.attachShadow({ mode: "open" });
+  const $ = (id) => byId(id, root);
   const info = model.get("info");
   const state = { stage: "weights" };
-  page.replaceChildren(
+  const panels = buildPanels(h("main", {}));
+  const page = h("div", { class: "qkv-page" },
     h("div", { class: "qkv-controls" },
       h("p", { class: "title" }, h("b", {}, info.title), " · ", h("span", { id: "words" }, info.words)),
       h("form", { id: "controls", autocomplete: "off", onsubmit: (e) => e.preventDefault() },
@@ -31,12 +39,12 @@ export function render({ model, root, page, panels }) {
           Array.from({ length: info.n_heads }, (_, k) => new Option(`head ${k}`, String(k))))) : null),
       h("p", { id: "lesson" }, info.lesson || ""),
       h("p", { id: "error", role: "alert", hidden: true })),
-    h("main", {}));
-  page.querySelector("main").innerHTML = panels;
-  for (const id of ["panel-w", "panel-notes"]) if ($(id)) $(id).hidden = true;
-  const hint = root.querySelector("#panel-x .hint");
+    panels);
+  root.replaceChildren(h("style", {}, css || ""), page);
+  for (const id of HIDDEN) if ($(id)) $(id).hidden = true;
+  const hint = panels.querySelector("#panel-x .hint");
   if (hint) hint.textContent = "Click a token (or focus it and press ← →) to make it the query.";
-  if (info.grid) page.querySelector("main").prepend(gridPanel(info));
+  if (info.grid) panels.prepend(gridPanel(info));
 
   const send = (changes) => {
     for (const [k, v] of Object.entries(changes)) model.set(k, v);
@@ -56,7 +64,8 @@ export function render({ model, root, page, panels }) {
   if ($("head")) $("head").addEventListener("change", (e) => send({ head: Number(e.target.value) }));
 
   const ctx = {
-    scene: null, edits: {}, state, editsVersion: 0, onEdit: () => {},
+    steps: info.steps, scene: null, edits: {}, state, editsVersion: 0, maxAbs: null,
+    onEdit: () => {},
     onSelect: (i) => send({ select: i }),
     onStage: (stage) => { state.stage = stage; draw(); },
     onError: (message) => showError(message),
@@ -68,7 +77,7 @@ export function render({ model, root, page, panels }) {
   function draw() {
     const result = model.get("payload");
     if (!result || !result.trace) return;
-    paint(result, ctx);
+    paint(panels, result, ctx);
     const st = result.settings;
     if (tau && tau.type === "range") {
       tau.value = String(toSlider(st.temperature));
@@ -151,6 +160,6 @@ function markGrid(root, st) {
     b.classList.toggle("selected", on);
     b.setAttribute("aria-pressed", String(on));
   }
-  const title = root.getElementById("grid-title");
+  const title = byId("grid-title", root);
   if (title) title.textContent = `· selected: layer ${st.layer}, head ${st.head}`;
 }
