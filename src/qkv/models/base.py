@@ -96,8 +96,12 @@ class TextModel:
         return hidden[0]
 
     def layer_trace(self, text: str, *, layer: int):
-        """The attention ``Trace`` of one layer for ``text`` (``.tokens`` set)."""
-        return self.trace(text, layers=[layer]).layer(layer)
+        """The attention ``Trace`` of one layer for ``text`` (``.tokens`` set).
+
+        The layers before it run the traced path too, so its numbers are those of the full
+        trace (``trace(text).layer(layer)``), as the page shows them, to the last bit."""
+        self._layers([layer])  # checks the index
+        return self.trace(text, layers=range(layer + 1)).layer(layer)
 
     def _layers(self, layers) -> set[int]:
         if layers is None:

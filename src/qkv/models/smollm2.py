@@ -46,6 +46,30 @@ class Block:
     W_gate: np.ndarray  # (d_model, d_mlp)
     W_up: np.ndarray  # (d_model, d_mlp)
     W_down: np.ndarray  # (d_mlp, d_model)
+    n_heads: int  # query heads, then n_kv_heads K and n_kv_heads V heads in W_QKV's columns
+    n_kv_heads: int
+
+    def _head_weights(self, start: int, count: int) -> np.ndarray:
+        """Columns of W_QKV as (count, d_model, d_head) per-head weights."""
+        d_model = self.W_QKV.shape[0]
+        d_head = self.W_O.shape[0] // self.n_heads
+        cols = self.W_QKV[:, start * d_head:(start + count) * d_head]  # (d_model, count·d_head)
+        return cols.reshape(d_model, count, d_head).transpose(1, 0, 2)
+
+    @property
+    def W_Q(self) -> np.ndarray:
+        """(n_heads, d_model, d_head), a view of W_QKV."""
+        return self._head_weights(0, self.n_heads)
+
+    @property
+    def W_K(self) -> np.ndarray:
+        """(n_kv_heads, d_model, d_head), a view of W_QKV."""
+        return self._head_weights(self.n_heads, self.n_kv_heads)
+
+    @property
+    def W_V(self) -> np.ndarray:
+        """(n_kv_heads, d_model, d_head), a view of W_QKV."""
+        return self._head_weights(self.n_heads + self.n_kv_heads, self.n_kv_heads)
 
 
 class SmolLM2(Generator, TextModel):
@@ -82,6 +106,7 @@ class SmolLM2(Generator, TextModel):
             W_gate=np.ascontiguousarray(t[p + "ffn_gate.weight"].T),  # (d_model, d_mlp)
             W_up=np.ascontiguousarray(t[p + "ffn_up.weight"].T),
             W_down=np.ascontiguousarray(t[p + "ffn_down.weight"].T),  # (d_mlp, d_model)
+            n_heads=self.n_heads, n_kv_heads=self.n_kv_heads,
         )
 
     def _forward(self, ids, lengths, keep, caches=None, start: int = 0):
