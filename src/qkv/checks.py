@@ -102,15 +102,20 @@ def checked_mask(mask, q, k):
     if str(mask.dtype) not in ("bool", "torch.bool"):
         raise TypeError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}; "
                         "float masks are not accepted")
+    _broadcasts_to_scores("mask", mask, q, k)
+    return steps.to_device_of(mask, q)
+
+
+def _broadcasts_to_scores(name: str, a, q, k) -> None:
+    """``a`` (a mask or a bias) must broadcast to the scores' shape (..., L, S)."""
     target = scores_shape(q, k)
     try:
-        ok = np.broadcast_shapes(tuple(mask.shape), target) == target
+        ok = np.broadcast_shapes(tuple(a.shape), target) == target
     except ValueError:
         ok = False
     if not ok:
-        raise ValueError(f"mask must broadcast to the scores' shape (..., L, S) = {target}, "
-                         f"got shape {tuple(mask.shape)}")
-    return steps.to_device_of(mask, q)
+        raise ValueError(f"{name} must broadcast to the scores' shape (..., L, S) = {target}, "
+                         f"got shape {tuple(a.shape)}")
 
 
 def effective_mask(p: Problem):
@@ -216,14 +221,7 @@ def checked_bias(bias, q, k):
     if not xp.isdtype(bias.dtype, "real floating"):
         raise TypeError(f"bias must be a real floating array added to the scores, got dtype "
                         f"{bias.dtype}; a boolean goes in mask=")
-    target = scores_shape(q, k)
-    try:
-        ok = np.broadcast_shapes(tuple(bias.shape), target) == target
-    except ValueError:
-        ok = False
-    if not ok:
-        raise ValueError(f"bias must broadcast to the scores' shape (..., L, S) = {target}, "
-                         f"got shape {tuple(bias.shape)}")
+    _broadcasts_to_scores("bias", bias, q, k)
     return xp.astype(bias, q.dtype) if bias.dtype != q.dtype else bias
 
 

@@ -160,6 +160,21 @@ class _Plan:
         return [(j0, min(j0 + bk, j_full), False) for j0 in range(0, j_full, bk)] + \
             [(j0, min(j0 + bk, j_end), True) for j0 in range(j_full, j_end, bk)]
 
+    def start(self, q_u, rows):
+        """A tile's starting state: this thread's buffers, its query rows times the factor
+        (scale/τ), and the running max m = −∞, sum ℓ = 0 and output a = 0 per row."""
+        h0, h1, i0, i1 = rows
+        u, n = q_u.shape[0], (h1 - h0) * (i1 - i0)
+        buf = self._buffers()
+        qs = buf.q[: u * n * self.d_k].reshape(u, n, self.d_k)
+        # (u, h1-h0, i1-i0, d_k) -> (u, n, d_k): the tile's rows, times the factor
+        np.multiply(q_u[:, h0:h1, i0:i1].reshape(u, n, self.d_k), self.factor, out=qs,
+                    casting="same_kind")
+        m = np.full((u, n), -np.inf, dtype=self.dtype)  # running max per row
+        ell = np.zeros((u, n), dtype=self.dtype)  # running sum per row
+        acc = np.zeros((u, n, self.d_v), dtype=self.dtype)  # unnormalised output
+        return buf, qs, m, ell, acc
+
     def tile(self, q_u, k_u, v_u, m_u, out_u, rows):
         """Run the recurrence for query rows ``rows`` of u units; write z into out_u.
 
@@ -167,15 +182,8 @@ class _Plan:
         out_u (u, r, L, d_v).
         """
         h0, h1, i0, i1 = rows
-        u, n = q_u.shape[0], (h1 - h0) * (i1 - i0)
-        buf = self._buffers()
-        qs = buf.q[: u * n * self.d_k].reshape(u, n, self.d_k)
-        # (u, h1-h0, i1-i0, d_k) -> (u, n, d_k): the tile's rows, times scale/τ
-        np.multiply(q_u[:, h0:h1, i0:i1].reshape(u, n, self.d_k), self.factor, out=qs,
-                    casting="same_kind")
-        m = np.full((u, n), -np.inf, dtype=self.dtype)  # running max per row
-        ell = np.zeros((u, n), dtype=self.dtype)  # running sum per row
-        acc = np.zeros((u, n, self.d_v), dtype=self.dtype)  # unnormalised output
+        buf, qs, m, ell, acc = self.start(q_u, rows)
+        u, n = qs.shape[:2]
         pos = np.tile(np.arange(i0, i1), h1 - h0)  # (n,) each row's query position
         fixed = n >= FIXED_MIN_ROWS and self._score_bound(qs, k_u) <= QUIET[self.dtype]
         for j0, j1, diagonal in self.key_blocks(i0, i1):

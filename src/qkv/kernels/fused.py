@@ -113,14 +113,8 @@ class _FusedPlan(blocked._Plan):
     def tile(self, q_u, k_u, v_u, m_u, out_u, rows):
         """The blocked recurrence for rows ``rows`` of u units (shapes as ``_Plan.tile``)."""
         h0, h1, i0, i1 = rows
-        u, n = q_u.shape[0], (h1 - h0) * (i1 - i0)
-        buf = self._buffers()
-        qs = buf.q[: u * n * self.d_k].reshape(u, n, self.d_k)
-        np.multiply(q_u[:, h0:h1, i0:i1].reshape(u, n, self.d_k), self.factor, out=qs,
-                    casting="same_kind")
-        m = np.full((u, n), -np.inf, dtype=self.dtype)  # running max per row (log₂ units)
-        ell = np.zeros((u, n), dtype=self.dtype)  # running sum per row
-        acc = np.zeros((u, n, self.d_v), dtype=self.dtype)  # unnormalised output
+        buf, qs, m, ell, acc = self.start(q_u, rows)  # m in log₂ units
+        u, n = qs.shape[:2]
         pos = np.tile(np.arange(i0, i1), h1 - h0)  # (n,) each row's query position
         kernels = _kernels()
         fused = kernels["tile32" if self.dtype == np.float32 else "tile64"]
