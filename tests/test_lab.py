@@ -308,3 +308,29 @@ def test_cost_traced_memory_grows_as_t_squared_blocked_does_not():
     assert a[-1, 3] / a[-2, 3] > 3.5  # ≈ 4× per doubling
     assert a[-1, 5] / a[-2, 5] < 2.5 and a[-1, 5] * 2**20 < 4 * a[-1, 0] ** 2 / 8
     assert r.supported
+
+
+def test_lab_temperature_columns_name_the_key_each_weight_is_on():
+    r = _lab("temperature")  # rich tables: a "[the]" in a label must not be read as markup
+    assert r.exit_code == 0, r.output
+    header = r.output.splitlines()[1].split()
+    assert header[-6:] == ["w→the@0", "w→cat", "w→sat", "w→on", "w→the@4", "w→mat"]
+
+
+def test_log_log_panels_tick_labels_are_the_sizes_and_do_not_overlap():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from qkv.lab import cost
+
+    r = cost.run(sizes=(256, 512, 1024, 2048, 4096), d=8)
+    fig = Figure(figsize=(10, 4.5), dpi=100)  # the size 'qkv lab --png' draws at
+    FigureCanvasAgg(fig)
+    r.plot(fig)
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        shown = [t for t in ax.get_xticklabels(minor=False) + ax.get_xticklabels(minor=True)
+                 if t.get_text() and t.get_visible()]
+        assert [t.get_text() for t in shown] == ["256", "512", "1024", "2048", "4096"]
+        boxes = sorted((t.get_window_extent(renderer) for t in shown), key=lambda b: b.x0)
+        assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:]))
