@@ -245,7 +245,7 @@ def test_lab_train_json_holds_split_proof_accuracies_baselines_and_ablations(tmp
     assert split["train_sentences"] == 200 and split["test_sentences"] == 7 * 3
     assert split["training_clauses_with_held_out_pair"] == 0
     assert split["test_pairs_seen_in_training"] == 0
-    groups = ["0 attractors", "1 attractors", "2 attractors", "3 attractors",
+    groups = ["0 attractors", "1 attractor", "2 attractors", "3 attractors",
               "≥1 opposite-number attractor", "all attractors opposite (≥1)",
               "all held-out sentences"]
     for table in (meta["accuracy"], *meta["baselines"].values()):
@@ -255,6 +255,11 @@ def test_lab_train_json_holds_split_proof_accuracies_baselines_and_ablations(tmp
     assert set(meta["baselines"]) == {"no_attention", "nearest_noun", "untrained"}
     assert [(r["layer"], r["head"]) for r in meta["ablation"]] == [(l, h) for l in range(2)
                                                                   for h in range(4)]
+    best = max(meta["ablation"], key=lambda r: r["weight_on_subject"] - r["weight_on_attractors"])
+    assert meta["top_head"] == {"layer": best["layer"], "head": best["head"]}
+    for r in meta["ablation"]:
+        assert r["zero_drop"] == pytest.approx(
+            meta["accuracy"][meta["ablation_group"]]["accuracy"] - r["zero_ablated_accuracy"])
     # the dumped sentences are the ones scored and trained on
     held = (tmp_path / "corpus" / "heldout.txt").read_text().splitlines()
     assert held == [" ".join(s.words) for s in corpus.test_set(7, 3)]

@@ -34,7 +34,8 @@ def groups(sentences: list[corpus.Sentence]) -> dict[str, np.ndarray]:
     """Boolean selections of the test sentences by what lies between subject and verb."""
     k = np.array([len(s.attractors) for s in sentences])
     opp = np.array([s.opposite() for s in sentences])
-    out = {f"{n} attractors": k == n for n in range(corpus.MAX_ATTRACTORS + 1)}
+    out = {f"{n} attractor{'' if n == 1 else 's'}": k == n
+           for n in range(corpus.MAX_ATTRACTORS + 1)}
     out["≥1 opposite-number attractor"] = opp >= 1
     out["all attractors opposite (≥1)"] = (k >= 1) & (opp == k)
     out["all held-out sentences"] = np.ones(len(sentences), bool)
@@ -112,7 +113,11 @@ def evaluate(params: dict, config: minigpt.Config, sentences, *, ablations: bool
             row[f"{how}_ablated_accuracy"] = acc["accuracy"]
             row[f"{how}_drop"] = base - acc["accuracy"]
         table.append(row)
-    top = max(table, key=lambda r: (r["mean_drop"], r["zero_drop"]))
+    # the head whose verb-slot query weights the subject most over the attractors, and the
+    # head whose ablation costs most: not always the same head, so both are reported
+    top = max(table, key=lambda r: r["weight_on_subject"] - r["weight_on_attractors"])
+    costly = max(table, key=lambda r: (r["mean_drop"], r["zero_drop"]))
     out.update(ablation=table, ablation_group=key,
-               top_head={"layer": top["layer"], "head": top["head"]})
+               top_head={"layer": top["layer"], "head": top["head"]},
+               largest_drop_head={"layer": costly["layer"], "head": costly["head"]})
     return out

@@ -36,19 +36,21 @@ def training_result(meta: dict, runs: dict, checkpoint: str) -> Result:
                      "", "", "", ""])
     g, none = acc[KEY], base["no_attention"][KEY]
     supported = g["accuracy"] >= 0.90 and none["high"] < g["low"]
-    top = meta["top_head"]
-    row = next(r for r in meta["ablation"]
-               if (r["layer"], r["head"]) == (top["layer"], top["head"]))
+    top, costly = (next(r for r in meta["ablation"] if (r["layer"], r["head"]) ==
+                        (meta[k]["layer"], meta[k]["head"]))
+                   for k in ("top_head", "largest_drop_head"))
     split = meta["split"]
     evidence = (f"{g['correct']}/{g['n']} = {g['accuracy']:.3f} {_interval(g)} with ≥ 1 "
                 f"opposite-number attractor, no-attention model {none['accuracy']:.3f} "
                 f"{_interval(none)}, nearest noun {base['nearest_noun'][KEY]['accuracy']:.3f}; "
                 f"{split['train_sentences']} training sentences, "
                 f"{split['training_clauses_with_held_out_pair']} clauses with a held-out pair; "
-                f"ablating layer {top['layer']} head {top['head']} costs "
-                f"{row['zero_drop']:+.3f} (zero) / {row['mean_drop']:+.3f} (mean), it puts "
-                f"{row['weight_on_subject']:.2f} on the subject and "
-                f"{row['weight_on_attractors']:.2f} on the attractors; checkpoint {checkpoint}")
+                f"head {top['layer']}.{top['head']} looks from the verb slot at the subject "
+                f"({top['weight_on_subject']:.2f}) over the attractors "
+                f"({top['weight_on_attractors']:.2f}) and ablating it costs "
+                f"{top['zero_drop']:+.3f} (zero) / {top['mean_drop']:+.3f} (mean); the costliest "
+                f"ablation is head {costly['layer']}.{costly['head']}'s, "
+                f"{costly['zero_drop']:+.3f} / {costly['mean_drop']:+.3f}; checkpoint {checkpoint}")
     return Result("train", CLAIM, columns, rows, bool(supported), evidence)
 
 
@@ -108,10 +110,16 @@ def agreement_png(checkpoint: str, path: str) -> None:
                    else "tab:gray" for i in range(s.verb)]
         ax.bar(range(s.verb), w, color=colours)
         ax.set_xticks(range(s.verb), s.words[: s.verb], fontsize=9)
+        for i, (tick, colour) in enumerate(zip(ax.get_xticklabels(), colours)):
+            if colour != "tab:gray":  # mark the subject and attractors even at weight ≈ 0
+                tick.set_color(colour)
+                tick.set_fontweight("bold")
+                ax.axvspan(i - 0.45, i + 0.45, color=colour, alpha=0.12)
         ax.set_ylim(0, 1)
         ax.set_ylabel("weight")
         ax.set_title(f"query '{s.words[s.verb - 1]}' predicts '{s.words[s.verb]}'; subject "
                      "green, attractors red", fontsize=9)
-    fig.suptitle(f"Mini-GPT layer {layer} head {head} (largest ablation drop)")
+    fig.suptitle(f"Mini-GPT layer {layer} head {head}: the verb slot's weight on the subject "
+                 "over the attractors")
     fig.tight_layout()
     fig.savefig(path)
