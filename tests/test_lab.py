@@ -260,6 +260,11 @@ def test_lab_train_json_holds_split_proof_accuracies_baselines_and_ablations(tmp
     for r in meta["ablation"]:
         assert r["zero_drop"] == pytest.approx(
             meta["accuracy"][meta["ablation_group"]]["accuracy"] - r["zero_ablated_accuracy"])
+    joint = meta["subject_heads"]
+    assert joint["heads"] == [f"{r['layer']}.{r['head']}" for r in meta["ablation"]
+                              if r["weight_on_subject"] > r["weight_on_attractors"]]
+    assert joint["zero_drop"] == pytest.approx(
+        meta["accuracy"][meta["ablation_group"]]["accuracy"] - joint["zero_ablated_accuracy"])
     # the dumped sentences are the ones scored and trained on
     held = (tmp_path / "corpus" / "heldout.txt").read_text().splitlines()
     assert held == [" ".join(s.words) for s in corpus.test_set(7, 3)]

@@ -117,6 +117,16 @@ def evaluate(params: dict, config: minigpt.Config, sentences, *, ablations: bool
     # head whose ablation costs most: not always the same head, so both are reported
     top = max(table, key=lambda r: r["weight_on_subject"] - r["weight_on_attractors"])
     costly = max(table, key=lambda r: (r["mean_drop"], r["zero_drop"]))
+    # the heads that look at the subject more than at the attractors, ablated together
+    readers = [(r["layer"], r["head"]) for r in table
+               if r["weight_on_subject"] > r["weight_on_attractors"]]
+    joint = {}
+    for how in ("zero", "mean"):
+        cut = {h: (None if how == "zero" else means[h]) for h in readers}
+        acc = scored(verb_correct(minigpt.forward(params, data, config, ablate=cut), sentences),
+                     sentences)[key]["accuracy"]
+        joint[f"{how}_ablated_accuracy"], joint[f"{how}_drop"] = acc, base - acc
+    out.update(subject_heads={"heads": [f"{ly}.{h}" for ly, h in readers], **joint})
     out.update(ablation=table, ablation_group=key,
                top_head={"layer": top["layer"], "head": top["head"]},
                largest_drop_head={"layer": costly["layer"], "head": costly["head"]})

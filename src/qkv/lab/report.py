@@ -39,7 +39,7 @@ def training_result(meta: dict, runs: dict, checkpoint: str) -> Result:
     top, costly = (next(r for r in meta["ablation"] if (r["layer"], r["head"]) ==
                         (meta[k]["layer"], meta[k]["head"]))
                    for k in ("top_head", "largest_drop_head"))
-    split = meta["split"]
+    split, joint = meta["split"], meta["subject_heads"]
     evidence = (f"{g['correct']}/{g['n']} = {g['accuracy']:.3f} {_interval(g)} with ≥ 1 "
                 f"opposite-number attractor, no-attention model {none['accuracy']:.3f} "
                 f"{_interval(none)}, nearest noun {base['nearest_noun'][KEY]['accuracy']:.3f}; "
@@ -50,7 +50,10 @@ def training_result(meta: dict, runs: dict, checkpoint: str) -> Result:
                 f"({top['weight_on_attractors']:.2f}) and ablating it costs "
                 f"{top['zero_drop']:+.3f} (zero) / {top['mean_drop']:+.3f} (mean); the costliest "
                 f"ablation is head {costly['layer']}.{costly['head']}'s, "
-                f"{costly['zero_drop']:+.3f} / {costly['mean_drop']:+.3f}; checkpoint {checkpoint}")
+                f"{costly['zero_drop']:+.3f} / {costly['mean_drop']:+.3f}; the heads that weight "
+                f"the subject over the attractors ({', '.join(joint['heads'])}) ablated together "
+                f"cost {joint['zero_drop']:+.3f} / {joint['mean_drop']:+.3f}; "
+                f"checkpoint {checkpoint}")
     return Result("train", CLAIM, columns, rows, bool(supported), evidence)
 
 
