@@ -53,7 +53,8 @@ def _labelled(tokens, select: str | None) -> int | None:
                    "'The cat sat on the mat' --layer 3 --head 2")
 @click.option("--checkpoint", type=FilePath(), metavar="FILE",
               help="A Mini-GPT checkpoint from 'qkv lab train' instead of a preset; use with "
-                   "--text and --layer.  Example: --checkpoint minigpt.npz --text 'he often ___'")
+                   "--text, --layer and --head.  Example: --checkpoint minigpt.npz --text "
+                   "'the key to the cabinets ___' --layer 1 --head 0")
 @click.option("--text", metavar="TEXT", help="The sentence to run through --model or --checkpoint.")
 @click.option("--layer", type=int, default=0, show_default=True, metavar="L",
               help="Which layer of --model or --checkpoint to explain (from 0).")
@@ -144,7 +145,7 @@ def _explain_checkpoint(checkpoint, text, layer, select, temperature, no_scale, 
     """The same walkthrough for one layer and head of a trained Mini-GPT on a sentence."""
     if not text:
         raise CliError("--checkpoint needs --text, e.g. --checkpoint minigpt.npz --text "
-                       "'he often ___'")
+                       "'the key to the cabinets ___'")
     if not checkpoint:
         raise CliError("--text needs --model NAME (minilm-l6, smollm2-135m) or --checkpoint "
                        "FILE")

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
-
 import click
 
 from qkv.cli.common import SEED, FilePath, echo_sections, format_option, require
@@ -84,7 +82,7 @@ def lab():
       qkv lab symmetry                     W_Q = W_K gives symmetric, PSD scoring
       qkv lab temperature                  τ from 0.05 (argmax) to 10 (uniform)
       qkv lab cost                         memory of traced vs blocked attention as T doubles
-      qkv lab train                        train the Mini-GPT on subject–verb agreement
+      qkv lab train                        agreement past attractors, held-out pairs
     """
 
 
@@ -102,43 +100,50 @@ for _name, _doc in {
 
 
 @lab.command("train")
-@click.option("--steps", default=300, show_default=True, type=click.IntRange(1),
+@click.option("--steps", default=1200, show_default=True, type=click.IntRange(1),
               help="optimizer steps (batches of 64 sentences).")
-@click.option("--seed", default=0, show_default=True, type=SEED, help="seed for weights and data.")
+@click.option("--seed", default=0, show_default=True, type=SEED,
+              help="seed for weights, data and split.")
 @click.option("--out", default="minigpt.npz", show_default=True, type=FilePath(),
               help="where to save the checkpoint (.npz).")
+@click.option("--train-size", default=20_000, show_default=True, type=click.IntRange(1),
+              help="training sentences (every batch is drawn from these).")
+@click.option("--per-group", default=200, show_default=True, type=click.IntRange(1),
+              help="held-out sentences per group (attractor count × attractor numbers).")
+@click.option("--dump-corpus", type=FilePath(), default=None, metavar="DIR",
+              help="write DIR/train.txt and DIR/heldout.txt, the exact sentences used.")
 @click.option("--compare", is_flag=True,
               help="also train without ÷√d_k (scores 4× larger) and with τ = 4 (4× smaller), and "
-                   "compare gradient norms and learning curves.")
+                   "compare gradient norms and losses.")
 @click.option("--png", type=FilePath(), default=None,
-              help="draw the agreement head's weights on an example sentence.")
+              help="draw the top head's weights on attractor sentences.")
 @format_option()
-def train_command(steps: int, seed: int, out: str, compare: bool, png: str | None, fmt: str):
-    """Train the Mini-GPT (d_model 64, 4 heads, 2 layers) on agreement sentences with qkv's
-    attention, report held-out accuracy and the head that finds the subject.
+def train_command(steps: int, seed: int, out: str, train_size: int, per_group: int,
+                  dump_corpus: str | None, compare: bool, png: str | None, fmt: str):
+    """Train the Mini-GPT (d_model 64, 4 heads of 16, 2 layers, qkv's attention) on subject–verb
+    agreement across attractors ("the key to the cabinets is"), and score it on (subject, verb)
+    pairs never trained on, next to a no-attention model, the nearest-noun heuristic and the
+    untrained model; ablate every head.
 
     \b
     Example:
-      qkv lab train --steps 300 --out minigpt.npz --png head.png
-      qkv explain --checkpoint minigpt.npz --text "he often ___"
+      qkv lab train --out minigpt.npz --png head.png --dump-corpus corpus/
+      qkv explain --checkpoint minigpt.npz --text "the key to the cabinets ___" --layer 1 --head 0
     """
     require("torch")
-    from qkv.lab import minigpt, report, train
+    from qkv.lab import agreement, minigpt, report
 
-    runs = {"÷√d_k, τ = 1": train_with_progress(train, steps=steps, seed=seed)}
-    main = runs["÷√d_k, τ = 1"]
-    evaluation = train.evaluate(main.params, main.config)
-    untrained = train.evaluate(minigpt.init(main.config, seed), main.config)
-    meta = {"steps": steps, "seed": seed, "seconds": main.seconds, **evaluation,
-            "untrained_accuracy": untrained["accuracy_third_singular"]}
+    try:
+        meta, runs = agreement.experiment(seed=seed, steps=steps, train_size=train_size,
+                                          per_group=per_group, compare=compare,
+                                          dump=dump_corpus, trainer=train_with_progress)
+    except OSError as e:
+        raise CliError(f"cannot write the corpus to {dump_corpus}: {e}") from None
+    main = runs["Mini-GPT"]
     try:
         minigpt.save(out, main.params, main.config, meta)
     except OSError as e:
         raise CliError(f"cannot write the checkpoint to {out}: {e}") from None
-    if compare:
-        runs["no scaling, τ = 1"] = train_with_progress(train, steps=steps, seed=seed, scale=1.0)
-        runs["÷√d_k, τ = 4"] = train_with_progress(train, steps=steps, seed=seed,
-                                                    temperature=4.0)
     if png:
         try:
             report.agreement_png(out, png)
@@ -148,26 +153,30 @@ def train_command(steps: int, seed: int, out: str, compare: bool, png: str | Non
     result = report.training_result(meta, runs, out)
     if fmt == "json":
         click.echo(json.dumps({**result.to_dict(), "meta": meta, "checkpoint": out}, indent=1))
-    else:
-        echo_sections(result_sections(result), fmt)
+        return
+    from qkv.explain.format import Table, section
+
+    columns, rows = report.ablation_table(meta)
+    heads = Table(tuple(columns), tuple(tuple(cell(x) for x in row) for row in rows))
+    echo_sections([*result_sections(result),
+                   section("heads: weight from the verb's query, and accuracy with "
+                           f"{meta['ablation_group']} when ablated", heads)], fmt)
 
 
-def train_with_progress(train, **kwargs):
+def train_with_progress(label, data, **kwargs):
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-    steps = kwargs["steps"]
-    label = "no ÷√d_k" if kwargs.get("scale") == 1.0 else (
-        f"τ = {kwargs['temperature']}" if "temperature" in kwargs else "training")
+    from qkv.lab import train
+
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
                TimeRemainingColumn())
     with Progress(*columns, console=_stderr_console(), transient=False) as bar:
-        task = bar.add_task(label, total=steps, info="")
+        task = bar.add_task(label, total=kwargs["steps"], info="")
 
-        def progress(step, loss, accuracy):
-            acc = "" if math.isnan(accuracy) else f" acc {accuracy:.2f}"
-            bar.update(task, advance=1, info=f"loss {loss:.3f}{acc}")
+        def progress(step, loss):
+            bar.update(task, advance=1, info=f"loss {loss:.3f}")
 
-        return train.train(progress=progress, **kwargs)
+        return train.train(data, progress=progress, **kwargs)
 
 
 def _stderr_console():

@@ -150,10 +150,10 @@ def render_rich(sections: list[Section], console=None) -> None:
                 t = RichTable(show_header=True, header_style="bold", box=None, padding=(0, 1),
                               pad_edge=False)
                 for c, name in enumerate(b.columns):
-                    t.add_column(name, justify="left" if c == 0 else "right",
+                    t.add_column(Text(name), justify="left" if c == 0 else "right",
                                  style="magenta" if c == 0 else None, no_wrap=True)
                 for n, r in enumerate(b.rows):
-                    t.add_row(*r, style="bold yellow" if n == b.highlight else None)
+                    t.add_row(*map(Text, r), style="bold yellow" if n == b.highlight else None)
                 console.print(Padding(t, (0, 0, 0, 2), expand=False))
             else:
                 console.print(Text("  " + b), soft_wrap=True)

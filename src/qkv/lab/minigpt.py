@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from qkv import masks, steps
 from qkv.layers import gelu, layer_norm
 from qkv.multihead import INIT_STD, MultiHeadAttention
 
@@ -24,6 +25,7 @@ class Config:
     n_heads: int = 4  # d_head = d_model / n_heads = 16
     n_layers: int = 2
     d_mlp: int = 256  # 4·d_model
+    window: int | None = None  # None: causal over all earlier tokens; 2: itself and the previous
 
     def __post_init__(self):
         if self.d_model % self.n_heads:
@@ -56,22 +58,45 @@ def attention_layer(p: dict, layer: int) -> MultiHeadAttention:
     return MultiHeadAttention.from_weights(**w)
 
 
+def window_mask(T: int, window: int | None):
+    """(T, T) True = may attend: causal, and with ``window`` only the last ``window`` keys
+    (window 2: each position sees itself and the previous token, no attention further back)."""
+    m = masks.causal(T)  # (T, T)
+    if window is not None:
+        i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+        m = m & (j > i - window)  # (T, T)
+    return m
+
+
 def forward(p: dict, ids, config: Config, *, scale=None, temperature: float = 1.0,
-            return_traces: bool = False):
-    """Logits (B, T, vocab) for token ids (B, T); with return_traces, also one Trace per layer."""
+            return_traces: bool = False, ablate: dict | None = None):
+    """Logits (B, T, vocab) for token ids (B, T); with return_traces, also one Trace per layer.
+
+    ablate {(layer, head): None or (d_head,)}: that head's z is replaced by 0 (None) or by the
+    given vector (mean ablation) before W_O; NumPy only.
+    """
     T = ids.shape[-1]
     if T > config.context:
         raise ValueError(f"at most {config.context} tokens fit the Mini-GPT, got {T}")
     x = p["tok_emb"][ids] + p["pos_emb"][:T]  # (B, T, d_model)
+    mask = steps.to_device_of(window_mask(T, config.window), x)  # (T, T)
+    ablate = ablate or {}
     traces = []
     for layer in range(config.n_layers):
         h = layer_norm(x, p[f"{layer}.ln1.g"], p[f"{layer}.ln1.b"])
+        mha = attention_layer(p, layer)
+        cut = {hd: r for (ly, hd), r in ablate.items() if ly == layer}
         # backend="reference": the traced path's code, also when no trace is kept
-        a = attention_layer(p, layer)(h, causal=True, scale=scale, temperature=temperature,
-                                      return_trace=return_traces, backend="reference")
-        if return_traces:
+        a = mha(h, mask=mask, scale=scale, temperature=temperature,
+                return_trace=return_traces or bool(cut), backend="reference")
+        if return_traces or cut:
             a, tr = a
             traces.append(tr)
+        if cut:
+            z = np.array(tr.z)  # (B, n_heads, T, d_head)
+            for head, r in cut.items():
+                z[:, head] = 0.0 if r is None else r
+            a = steps.project_out(z, mha.W_O, mha.b_O)[1]  # (B, T, d_model)
         x = x + a
         h = layer_norm(x, p[f"{layer}.ln2.g"], p[f"{layer}.ln2.b"])
         h = gelu(h @ p[f"{layer}.W_in"] + p[f"{layer}.b_in"])  # (B, T, d_mlp)

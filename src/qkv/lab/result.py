@@ -29,10 +29,14 @@ class Result:
 
 
 def loglog_panels(fig, x, xlabel: str, panels) -> None:
-    """Side-by-side log-log panels sharing x: each panel is (title, [(y, style, label), ...])."""
+    """Side-by-side log-log panels sharing x: each panel is (title, [(y, style, label), ...]).
+    The x ticks are the measured x values, in plain numbers (no minor tick labels to collide)."""
     for ax, (title, lines) in zip(fig.subplots(1, len(panels)), panels):
         for y, style, label in lines:
             ax.loglog(x, y, style, label=label)
+        ax.set_xticks([], minor=True)
+        ax.set_xticks(list(x), [f"{v:g}" for v in x])
         ax.set_xlabel(xlabel)
         ax.set_title(title)
         ax.legend()
+    fig.tight_layout()

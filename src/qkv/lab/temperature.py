@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from qkv.explain import scenes
+from qkv.explain.walkthrough import labels
 from qkv.steps import entropy
 from qkv.lab.result import Result
 
@@ -29,8 +30,9 @@ def run(*, preset: str = scenes.DEFAULT, seed: int = 0, steps: int = 13) -> Resu
         effective.append(math.exp(ent))
         rows.append([float(tau), scene.tokens[int(np.argmax(w))], float(w.max()), ent,
                      math.exp(ent), *map(float, w)])
+    # one column per key: the weight from the query on that key ("w→the@0": key "the" at 0)
     columns = ["τ", "top key", "max w", "entropy", "effective tokens",
-               *[f"w[{t}]" for t in scene.tokens]]
+               *[f"w→{key}" for key in labels(scene.tokens, n)]]
     monotone = bool(np.all(np.diff(maxima) <= 1e-12))
     supported = monotone and maxima[0] > 0.95 and effective[-1] > 0.95 * n
     evidence = (f"for '{scene.tokens[i]}' in {preset}: max weight {maxima[0]:.3f} at τ = "
