@@ -99,11 +99,12 @@ def scores(q, k):
     """
     xp = namespace(q, k)
     kT = xp.matrix_transpose(k)  # (..., d_k, S)
-    if kv_groups(q, k) == 1:
-        return q @ kT  # (..., L, d_k) @ (..., d_k, S) -> (..., L, S)
-    G = k.shape[-3]
-    # (..., G, r, L, d_k) @ (..., G, 1, d_k, S) -> (..., G, r, L, S)
-    return _ungrouped(_grouped(q, G) @ kT[..., :, None, :, :])
+    with np.errstate(over="ignore"):  # an overflow is reported by checks.no_overflow
+        if kv_groups(q, k) == 1:
+            return q @ kT  # (..., L, d_k) @ (..., d_k, S) -> (..., L, S)
+        G = k.shape[-3]
+        # (..., G, r, L, d_k) @ (..., G, 1, d_k, S) -> (..., G, r, L, S)
+        return _ungrouped(_grouped(q, G) @ kT[..., :, None, :, :])
 
 
 def scale(scores_, factor: float):
