@@ -72,9 +72,9 @@ def open_dir(path, *, allow_pickle: bool = False) -> LocalModel:
     logs.set_verbosity_error()  # not the load report: an unused LM head is expected here
     logs.disable_progress_bar()
     try:
-        model, tokenizer, name = loading.load(spec, causal_lm=False, allow_pickle=allow_pickle)
+        model, tokenizer, _ = loading.load(spec, causal_lm=False, allow_pickle=allow_pickle)
     finally:
         logs.set_verbosity(level)
         if bars:
             logs.enable_progress_bar()
-    return LocalModel(model, tokenizer, name)
+    return LocalModel(model, tokenizer, Path(spec).resolve().name)  # "." -> the folder's name
