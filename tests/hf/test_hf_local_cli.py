@@ -93,3 +93,24 @@ def test_explain_out_of_range_is_one_line(local, args, message):
     result = invoke("explain", "--model", local[0], "--text", TEXT, *args)
     assert result.exit_code == 2, result.output
     assert message in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("command", ["explain", "heads", "serve"])
+def test_without_transformers_a_directory_names_the_extra(tmp_path, command):
+    import subprocess
+    import sys
+
+    code = ("import sys\n"  # an import finder that answers as Python does for a missing package
+            "class Absent:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name.split('.')[0] == 'transformers':\n"
+            "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+            "sys.meta_path.insert(0, Absent())\n"
+            "from qkv.cli import main\nmain(sys.argv[1:], prog_name='qkv')\n")
+    args = [command, "--model", str(tmp_path)] + (["--text", TEXT] if command != "serve" else [])
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"Error: --model {tmp_path}: qkv.hf needs the Python package 'transformers', which is "
+        "not installed: pip install 'qkv[hf]'"]
