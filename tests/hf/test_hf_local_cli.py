@@ -114,3 +114,24 @@ def test_without_transformers_a_directory_names_the_extra(tmp_path, command):
     assert done.stderr.strip().splitlines() == [
         f"Error: --model {tmp_path}: qkv.hf needs the Python package 'transformers', which is "
         "not installed: pip install 'qkv[hf]'"]
+
+
+def test_heads_taxonomy_on_a_directory_scores_eagers_weights(local):
+    import transformers
+
+    from qkv.hf import taxonomy
+
+    path = local[0]
+    result = invoke("heads", "--model", path, "--taxonomy")
+    assert result.exit_code == 0, result.output
+    # the same sequences measure() draws (seed 0, 4 × 2·20 tokens), through eager attention
+    ids = taxonomy.repeated_random_tokens(4, 20, low=3, high=97, rng=np.random.default_rng(0))
+    eager = transformers.AutoModelForCausalLM.from_pretrained(path, attn_implementation="eager")
+    with torch.no_grad():
+        out = eager.eval()(input_ids=torch.as_tensor(ids), output_attentions=True)
+    weights = np.stack([a.numpy() for a in out.attentions], axis=1)  # (B, n_layers, H, L, L)
+    s = taxonomy.scores(weights, 20, sequences=4)
+    for kind in ("previous", "induction"):
+        top = ", ".join(f"{layer}.{h} ({score:.2f})" for layer, h, score in s.top(kind, 3))
+        assert f"top {kind}{'-token' if kind == 'previous' else ''} heads: {top}" \
+            in result.output

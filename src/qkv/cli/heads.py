@@ -49,16 +49,12 @@ def heads(model_name: str, allow_pickle: bool, text: str | None, png: str | None
           taxonomy: bool):
     from qkv.explain.walkthrough import visible
 
-    bundled = model_name in models.NAMES
-    if taxonomy:
-        if not bundled:
-            raise CliError("--taxonomy runs on the bundled models; for a local directory use "
-                           "qkv.hf.taxonomy.measure in Python")
-        return show_taxonomy(model_or_error(model_name))
-    if not text:
+    if not (text or taxonomy):
         raise CliError("--text is required (or --taxonomy, which needs no text)")
-    m = (model_or_error(model_name) if bundled
+    m = (model_or_error(model_name) if model_name in models.NAMES
          else local_model_or_error(model_name, allow_pickle=allow_pickle))
+    if taxonomy:
+        return show_taxonomy(m)
     try:
         m.encode(text, limit=models.MAX_TRACE_TOKENS)
         run = m.trace(text)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import torch
 import transformers
 
@@ -26,6 +27,7 @@ class LocalModel:
     def __init__(self, model, tokenizer, name: str):
         c = model.config
         self.model, self.tokenizer, self.name = model, tokenizer, name
+        self.config = c  # what qkv.hf.taxonomy.measure reads the vocabulary size from
         self.n_layers = len(attention_layers(model))
         self.n_heads = c.num_attention_heads
         self.n_kv_heads = getattr(c, "num_key_value_heads", None) or self.n_heads
@@ -46,6 +48,13 @@ class LocalModel:
             raise ValueError(f"text is {len(ids)} tokens long; a trace keeps every step of every "
                              f"layer, so it reads at most {limit} tokens: shorten the text")
         return ids, list(self.tokenizer.convert_ids_to_tokens(ids))
+
+    def weights_of_ids(self, ids) -> np.ndarray:
+        """Every layer's weights for a batch of token ids (B, L): (B, n_layers, n_heads, L, L),
+        as the bundled models give them to ``qkv.hf.taxonomy.measure``."""
+        from qkv.hf.taxonomy import _hf_weights
+
+        return _hf_weights(self.model, ids)
 
     def _inputs(self, text: str) -> dict:
         inputs = self.tokenizer(text, return_tensors="pt")
