@@ -7,8 +7,9 @@
 Each bundled model is loaded once per server process, on first use (``ModelPool``); local
 transformers directories are loaded when the server starts (``qkv serve --model DIR``) and are
 offered under their directory's name. A request picks a model from that list only (422
-otherwise): no path or hub id taken from a request is ever loaded. The last few runs are kept, so clicking through the heads of one sentence does not rerun the model. No attention
-math lives here: the model's forward pass fills ``qkv.Trace`` objects (qkv's engine), the prose
+otherwise): no path or hub id taken from a request is ever loaded. The last few runs are kept,
+so clicking through the heads of one sentence does not rerun the model. No attention math lives
+here: the model's forward pass fills ``qkv.Trace`` objects (qkv's engine), the prose
 comes from ``qkv.explain.walkthrough``.
 """
 
