@@ -1,3 +1,7 @@
+import contextlib
+import threading
+import time
+
 import numpy as np
 import pytest
 
@@ -37,3 +41,30 @@ def minilm():
 def smollm2():
     """SmolLM2-135M in float32, loaded once per session (skips when its package is missing)."""
     return _load_model("smollm2-135m")
+
+
+def _serve(app):
+    """Serve ``app`` with uvicorn on a free port of 127.0.0.1; yields the base URL."""
+    uvicorn = pytest.importorskip("uvicorn", reason="the web extra is not installed")
+    from qkv.web.server import bind, url_of
+
+    sock = bind("127.0.0.1", 0)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            pytest.fail("the simulator's server did not start within 20 s")
+        time.sleep(0.02)
+    yield url_of(sock).rstrip("/")
+    server.should_exit = True
+    thread.join(timeout=10)
+    sock.close()
+
+
+@pytest.fixture(scope="session")
+def serve():
+    """serve(app): a context manager that runs ``app`` on a real uvicorn server on a free port
+    of 127.0.0.1, yielding its base URL (the simulator's tests and qkv.hf's served models)."""
+    return contextlib.contextmanager(_serve)

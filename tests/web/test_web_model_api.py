@@ -37,7 +37,7 @@ def test_one_head_holds_the_layer_traces_numbers(client, smollm2):
     assert got["tokens"] == want.tokens
     assert got["settings"] == {"model": "smollm2-135m", "layer": 3, "head": 4, "select": 1}
     assert got["model"] | {"installed": True} == {
-        "name": "smollm2-135m", "installed": True, "n_layers": 30, "n_heads": 9,
+        "name": "smollm2-135m", "local": False, "installed": True, "n_layers": 30, "n_heads": 9,
         "n_kv_heads": 3, "d_model": 576, "d_head": 64, "max_tokens": 32}
     tr = Trace.from_dict(got["trace"])
     assert tr.settings["n_heads"] is None  # one head, no head axis

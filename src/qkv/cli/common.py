@@ -90,3 +90,20 @@ def model_or_error(name: str):
         return load_model(name)
     except ModelNotInstalled as e:
         raise CliError(str(e)) from None
+
+
+def local_model_or_error(path: str, *, allow_pickle: bool = False):
+    """A local transformers model directory as a ``qkv.hf.local.LocalModel`` (computed and
+    traced by qkv's engine), or a one-line CliError: not a model directory, pickle weights
+    without --allow-pickle, or transformers not installed (naming the extra)."""
+    try:
+        from qkv.hf import local
+    except ImportError as e:  # qkv.hf names the extra: pip install 'qkv[hf]'
+        raise CliError(f"--model {path}: {e}") from None
+    from rich.console import Console
+
+    try:
+        with Console(stderr=True).status(f"loading {path}…"):
+            return local.open_dir(path, allow_pickle=allow_pickle)
+    except ValueError as e:
+        raise CliError(str(e)) from None

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from qkv.explain import scenes
-from qkv.cli.common import (FilePath, echo_sections, format_option, model_or_error,
-                             positive_float)
+from qkv.cli.common import (FilePath, echo_sections, format_option, local_model_or_error,
+                             model_or_error, positive_float)
 from qkv.cli.errors import CliError
 
 
@@ -48,9 +48,13 @@ def _labelled(tokens, select: str | None) -> int | None:
               help="Also write a heatmap of the weights (queries × keys, masked cells marked, "
                    "the selected row outlined); needs matplotlib.  Example: --png weights.png")
 @click.option("--model", "model_name", metavar="NAME",
-              help="A real pretrained model instead of a preset (minilm-l6, smollm2-135m); use "
-                   "with --text, --layer and --head.  Example: --model smollm2-135m --text "
-                   "'The cat sat on the mat' --layer 3 --head 2")
+              help="A real pretrained model instead of a preset (minilm-l6, smollm2-135m, or a "
+                   "local transformers directory); use with --text, --layer and --head.  "
+                   "Example: --model smollm2-135m --text 'The cat sat on the mat' --layer 3 "
+                   "--head 2")
+@click.option("--allow-pickle", is_flag=True,
+              help="Let --model DIR load pickle .bin weights (they can run code) when it has "
+                   "no .safetensors.")
 @click.option("--checkpoint", type=FilePath(), metavar="FILE",
               help="A Mini-GPT checkpoint from 'qkv lab train' instead of a preset; use with "
                    "--text, --layer and --head.  Example: --checkpoint minigpt.npz --text "
@@ -58,8 +62,8 @@ def _labelled(tokens, select: str | None) -> int | None:
 @click.option("--text", metavar="TEXT", help="The sentence to run through --model or --checkpoint.")
 @click.option("--layer", type=int, default=0, show_default=True, metavar="L",
               help="Which layer of --model or --checkpoint to explain (from 0).")
-def explain(preset, select, temperature, no_scale, causal, head, fmt, png, model_name, checkpoint,
-            text, layer):
+def explain(preset, select, temperature, no_scale, causal, head, fmt, png, model_name,
+            allow_pickle, checkpoint, text, layer):
     """Walk through attention for one query token of a built-in scene.
 
     Prints the input vectors X, the query, keys and values, every score q·k (one written out
@@ -85,7 +89,7 @@ def explain(preset, select, temperature, no_scale, causal, head, fmt, png, model
         if temperature != 1.0 or no_scale or causal:
             raise CliError("--temperature, --no-scale and --causal apply to presets and "
                            "checkpoints; a real model runs with its own scale, τ = 1 and mask")
-        return _explain_model(model_name, text, layer, select, head, fmt, png)
+        return _explain_model(model_name, text, layer, select, head, fmt, png, allow_pickle)
     if checkpoint or text:
         return _explain_checkpoint(checkpoint, text, layer, select, temperature, no_scale, head,
                                    fmt, png)
@@ -164,24 +168,25 @@ def _explain_checkpoint(checkpoint, text, layer, select, temperature, no_scale, 
                    about=f"τ = {temperature:g} · causal mask")
 
 
-def _explain_model(name, text, layer, select, head, fmt, png):
+def _explain_model(name, text, layer, select, head, fmt, png, allow_pickle=False):
     """The walkthrough for one layer and head of a real pretrained model on a sentence."""
     from qkv import models
 
     if text is None:
         raise CliError("--model needs --text, e.g. --model smollm2-135m --text 'The cat sat "
                        "on the mat'")
-    if name not in models.NAMES:
-        raise CliError(f"unknown model {name!r}; choose one of {models.names()}")
-    model = model_or_error(name)
+    bundled = name in models.NAMES
+    model = model_or_error(name) if bundled else local_model_or_error(name,
+                                                                      allow_pickle=allow_pickle)
     if not 0 <= layer < model.n_layers:
-        raise CliError(f"--layer must be in [0, {model.n_layers}) for {name}, got {layer}")
+        raise CliError(f"--layer must be in [0, {model.n_layers}) for {model.name}, got {layer}")
     try:
         model.encode(text, limit=models.MAX_TRACE_TOKENS)
-        trace = models.layer_trace(name, text, layer=layer, model=model)
+        trace = (models.layer_trace(name, text, layer=layer, model=model) if bundled
+                 else model.trace(text).layer(layer))  # a local directory: traced via qkv.hf
     except ValueError as e:
         raise CliError(f"--text: {e}") from None
-    _explain_trace(trace, select, head, fmt, png, title=f"{name}: layer {layer}",
+    _explain_trace(trace, select, head, fmt, png, title=f"{model.name}: layer {layer}",
                    about=MODEL_NOTES.get(name, ""))
 
 

@@ -6,7 +6,7 @@ import click
 import numpy as np
 
 from qkv import models
-from qkv.cli.common import FilePath, model_or_error
+from qkv.cli.common import FilePath, local_model_or_error, model_or_error
 from qkv.cli.errors import CliError
 from qkv.cli.taxonomy import HELP as TAXONOMY_HELP
 from qkv.cli.taxonomy import show as show_taxonomy
@@ -29,25 +29,32 @@ Examples:
   qkv heads --model minilm-l6 --text "The bank raised interest rates"
   qkv heads --model smollm2-135m --text "The cat sat on the mat" --png heads.png
   qkv heads --model smollm2-135m --taxonomy      previous-token, sink, induction … scores
+  qkv heads --model ./my-llama --text "The cat sat"   a local transformers directory
 """
 
 
 @click.command(help=HELP)
 @click.option("--model", "model_name", default="minilm-l6", show_default=True,
-              type=click.Choice(models.names()), help="which pretrained model")
+              metavar="NAME|DIR", help=f"a bundled model ({', '.join(models.names())}) or a "
+                                       "local transformers model directory")
+@click.option("--allow-pickle", is_flag=True,
+              help="let --model DIR load pickle .bin weights (they can run code) when it has no "
+                   ".safetensors")
 @click.option("--text", help="the sentence to run through the model")
 @click.option("--png", type=FilePath(writable=True),
               help="also draw every head's attention matrix into this PNG file (masked cells "
                    "grey)")
 @click.option("--taxonomy", is_flag=True, help=TAXONOMY_HELP)
-def heads(model_name: str, text: str | None, png: str | None, taxonomy: bool):
+def heads(model_name: str, allow_pickle: bool, text: str | None, png: str | None,
+          taxonomy: bool):
     from qkv.explain.walkthrough import visible
 
-    if taxonomy:
-        return show_taxonomy(model_or_error(model_name))
-    if not text:
+    if not (text or taxonomy):
         raise CliError("--text is required (or --taxonomy, which needs no text)")
-    m = model_or_error(model_name)
+    m = (model_or_error(model_name) if model_name in models.NAMES
+         else local_model_or_error(model_name, allow_pickle=allow_pickle))
+    if taxonomy:
+        return show_taxonomy(m)
     try:
         m.encode(text, limit=models.MAX_TRACE_TOKENS)
         run = m.trace(text)

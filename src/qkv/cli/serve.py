@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from qkv.cli.common import local_model_or_error
 from qkv.cli.errors import CliError
 from qkv.web.server import DEFAULT_HOST, DEFAULT_PORT
 
@@ -14,17 +15,38 @@ from qkv.web.server import DEFAULT_HOST, DEFAULT_PORT
 @click.option("--port", default=DEFAULT_PORT, show_default=True,
               type=click.IntRange(0, 65535), help="port (0 picks a free one)")
 @click.option("--open", "open_browser", is_flag=True, help="open the page in a web browser")
-def serve(host: str, port: int, open_browser: bool) -> None:
+@click.option("--model", "model_dirs", multiple=True, metavar="DIR",
+              help="also offer this local transformers model directory in the page's model mode, "
+                   "named after the directory (repeatable); loaded now, computed by qkv")
+@click.option("--allow-pickle", is_flag=True,
+              help="let --model DIR load pickle .bin weights (they can run code) when it has no "
+                   ".safetensors")
+def serve(host: str, port: int, open_browser: bool, model_dirs: tuple[str, ...],
+          allow_pickle: bool) -> None:
     """Start the interactive attention simulator (a local web page).
+
+    The page's model mode offers the bundled models and the --model directories only: a
+    request can pick one of those, never name a path of its own.
 
     \b
     Examples:
       qkv serve                      http://127.0.0.1:8000/
       qkv serve --port 0 --open      a free port, opened in your browser
+      qkv serve --model ./my-llama   the page also offers my-llama
     """
+    from qkv import models
+    from qkv.web.models import ModelPool
     from qkv.web.server import ServerError, run_server  # uvicorn and fastapi load here
 
+    local = {}
+    for path in model_dirs:
+        m = local_model_or_error(path, allow_pickle=allow_pickle)
+        if m.name in local or m.name in models.NAMES:
+            raise CliError(f"--model {path}: a model named {m.name!r} is already offered; "
+                           f"give each directory its own name")
+        local[m.name] = m
     try:
-        run_server(host, port, open_browser=open_browser, echo=click.echo)
+        run_server(host, port, open_browser=open_browser, echo=click.echo,
+                   model_pool=ModelPool(local=local) if local else None)
     except ServerError as e:
         raise CliError(str(e)) from None

@@ -4,14 +4,18 @@
     POST /api/model/trace     {model, text, layer, head, select, grid} -> the layers × heads grid
                               of weights and one head's trace, numbers and walkthrough
 
-Each model is loaded once per server process, on first use (``ModelPool``); the last few runs
-are kept, so clicking through the heads of one sentence does not rerun the model. No attention
-math lives here: the model's forward pass fills ``qkv.Trace`` objects (qkv's engine), the prose
+Each bundled model is loaded once per server process, on first use (``ModelPool``); local
+transformers directories are loaded when the server starts (``qkv serve --model DIR``) and are
+offered under their directory's name. A request picks a model from that list only (422
+otherwise): no path or hub id taken from a request is ever loaded. The last few runs are kept,
+so clicking through the heads of one sentence does not rerun the model. No attention math lives
+here: the model's forward pass fills ``qkv.Trace`` objects (qkv's engine), the prose
 comes from ``qkv.explain.walkthrough``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import OrderedDict
 from typing import Literal
@@ -19,7 +23,7 @@ from typing import Literal
 import numpy as np
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from qkv import models
 from qkv.web import views
@@ -40,7 +44,7 @@ class ModelTraceRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
         {"model": "smollm2-135m", "text": "The cat sat on the mat", "layer": 3, "head": 2}]})
 
-    model: ModelName = Field(description="GET /api/models lists them")
+    model: ModelName = Field(description="GET /api/models lists them")  # router() narrows it
     text: str = Field(min_length=1, max_length=MAX_CHARS,
                       description=f"the sentence; at most {MODEL_PAGE_TOKENS} tokens")
     layer: int = Field(0, strict=True, ge=0, description="layer to inspect, from 0")
@@ -53,6 +57,8 @@ class ModelTraceRequest(BaseModel):
 
 class ModelInfo(BaseModel):
     name: str
+    local: bool = Field(False, description="a transformers directory the server was started "
+                                           "with (computed by qkv through qkv.hf)")
     installed: bool | None = Field(None, description="None until checked")
     n_layers: int | None = None
     n_heads: int | None = None
@@ -86,13 +92,24 @@ class ModelTraceResponse(BaseModel):
 class ModelPool:
     """Models loaded on first use, once per process; finished runs kept for a few sentences."""
 
-    def __init__(self, loader=models.load, *, loaded: dict | None = None):
+    def __init__(self, loader=models.load, *, loaded: dict | None = None,
+                 local: dict | None = None):
+        """local: name -> an already loaded ``qkv.hf.local.LocalModel``, offered besides the
+        bundled models (names must differ from theirs)."""
+        local = dict(local or {})
+        if clash := set(local) & set(models.NAMES):
+            raise ValueError(f"local model names must differ from the bundled "
+                             f"{models.names()}, got {sorted(clash)}")
         self.loader = loader
-        self.loaded = dict(loaded or {})
+        self.loaded = {**(loaded or {}), **local}
+        self.local = set(local)
+        self.names = models.names() + list(local)  # what a request may name, in list order
         self.missing: dict[str, str] = {}  # name -> why it cannot load
         self.runs: OrderedDict = OrderedDict()  # (name, text) -> ModelTrace
         self.lock = threading.Lock()
-        self.load_locks = {name: threading.Lock() for name in models.NAMES}
+        self.load_locks = {name: threading.Lock() for name in self.names}
+        # a transformers model traces through hooks on its modules: one run at a time
+        self.run_locks = {name: threading.Lock() for name in self.local}
 
     def get(self, name: str):
         with self.load_locks[name]:
@@ -111,7 +128,8 @@ class ModelPool:
             if key in self.runs:
                 self.runs.move_to_end(key)
                 return self.runs[key]
-        result = model.trace(text)
+        with self.run_locks.get(model.name, contextlib.nullcontext()):
+            result = model.trace(text)
         with self.lock:
             self.runs[key] = result
             while len(self.runs) > KEEP_RUNS:
@@ -122,7 +140,8 @@ class ModelPool:
         m = self.loaded.get(name)
         if m is None:
             return ModelInfo(name=name, installed=False if name in self.missing else None)
-        return ModelInfo(name=name, installed=True, n_layers=m.n_layers, n_heads=m.n_heads,
+        return ModelInfo(name=name, local=name in self.local, installed=True,
+                         n_layers=m.n_layers, n_heads=m.n_heads,
                          n_kv_heads=m.n_kv_heads, d_model=m.d_model, d_head=m.d_head)
 
 
@@ -169,18 +188,23 @@ def run(pool: ModelPool, req: ModelTraceRequest) -> dict:
 def router(pool: ModelPool) -> APIRouter:
     """The model endpoints, answered from ``pool``."""
     routes = APIRouter()
+    # the request names one of this pool's models: anything else is a 422 before any work
+    Request = create_model("ModelTraceRequest", __base__=ModelTraceRequest, model=(
+        Literal[tuple(pool.names)], Field(description="GET /api/models lists them")))
 
     @routes.get("/api/models", response_model=list[ModelInfo])
     def list_models():
         """The real models; installed is None until a model has been asked for."""
-        return [pool.info(name) for name in models.names()]
+        return [pool.info(name) for name in pool.names]
 
-    @routes.post("/api/model/trace", response_model=ModelTraceResponse,
-              responses={422: {"description": "a field is missing, malformed or out of range, "
-                                              "or the model is not installed"}})
-    def model_trace(req: ModelTraceRequest):
+    def model_trace(req):
         """Run the text through the model (cached per sentence); one head in detail."""
         # sync: the forward pass runs in the server's thread pool, not on the event loop
         return JSONResponse(run(pool, req))
 
+    model_trace.__annotations__["req"] = Request  # a class made here, not a name to look up
+    routes.post("/api/model/trace", response_model=ModelTraceResponse,
+                responses={422: {"description": "a field is missing, malformed or out of range, "
+                                                "the model is not one GET /api/models lists, "
+                                                "or it is not installed"}})(model_trace)
     return routes

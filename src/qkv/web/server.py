@@ -35,15 +35,16 @@ def url_of(sock: socket.socket) -> str:
 
 
 def run_server(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, open_browser=False,
-               echo=print) -> None:
-    """Serve the simulator until interrupted (Ctrl-C)."""
+               echo=print, model_pool=None) -> None:
+    """Serve the simulator until interrupted (Ctrl-C); ``model_pool``: see ``create_app``."""
     import uvicorn
 
     from qkv.web.app import create_app
 
     sock = bind(host, port)
     url = url_of(sock)
-    server = uvicorn.Server(uvicorn.Config(create_app(), log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(create_app(model_pool=model_pool),
+                                            log_level="warning"))
     echo(f"qkv simulator: {url}  (Ctrl-C stops it)")
     if open_browser:
         threading.Timer(0.5, webbrowser.open, [url]).start()

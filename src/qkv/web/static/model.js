@@ -1,6 +1,6 @@
-// The "real model" mode: a sentence through MiniLM or SmolLM2 (POST /api/model/trace), the
-// layers × heads grid of attention thumbnails, and the clicked head in the scenes' own panels
-// (render.js). Every number comes from the server; this file asks, lays out and draws.
+// The "real model" mode: a sentence through MiniLM, SmolLM2 or a directory the server was
+// started with (POST /api/model/trace), the layers × heads grid of attention thumbnails, and
+// the clicked head in the scenes' own panels (render.js). Every number comes from the server; this file asks, lays out and draws.
 import { api, limits } from "./api.js";
 import { $, disable, h, rampColor } from "./dom.js";
 import { render } from "./render.js";
@@ -11,6 +11,15 @@ const MODEL_NOTES = {
     "q, k, v add biases (q = x·W_Q + b_Q); no mask — every token sees the whole sentence.",
   "smollm2-135m": "SmolLM2-135M (causal LM): 30 layers × 9 heads sharing 3 K/V heads, d_head 64, " +
     "d_model 576; q and k are rotated by RoPE; causal mask.",
+};
+
+// a directory the server was started with (qkv serve --model DIR): described from GET /api/models
+const note = (name) => {
+  const m = info.find((x) => x.name === name);
+  if (MODEL_NOTES[name] || !m?.local) return MODEL_NOTES[name] || name;
+  const kv = m.n_kv_heads !== m.n_heads ? ` sharing ${m.n_kv_heads} K/V heads` : "";
+  return `${name} (a local transformers directory, computed by qkv's engine): ${m.n_layers} ` +
+    `layers × ${m.n_heads} heads${kv}, d_head ${m.d_head}, d_model ${m.d_model}.`;
 };
 
 const state = { model: "smollm2-135m", text: DEFAULT_TEXT, layer: 0, head: 0, select: null,
@@ -56,7 +65,7 @@ function build() {
                            onsubmit: (e) => { e.preventDefault(); runText(); } },
     h("label", {}, "model ", h("select", {
       id: "model-name", "aria-label": "model",
-      onchange: (e) => { $("lesson").textContent = MODEL_NOTES[e.target.value] || ""; } })),
+      onchange: (e) => { $("lesson").textContent = note(e.target.value); } })),
     h("label", { class: "grow" }, "text ", h("input", {
       id: "model-text", type: "text", maxlength: bounds.model_max_chars, spellcheck: "false",
       "aria-label": `sentence (at most ${bounds.model_page_tokens} tokens)`,
@@ -84,6 +93,8 @@ function build() {
 
 async function fillModels() {
   info = await api("/api/models");
+  const own = info.find((m) => m.local);  // started with --model DIR: that model first
+  if (own) state.model = own.name;
   $("model-name").replaceChildren(...info.map((m) => new Option(m.name, m.name)));
   $("model-name").value = state.model;
 }
@@ -105,7 +116,7 @@ function show(model) {
     saved.hint ??= hint.textContent;
     saved.lesson ??= $("lesson").textContent;
     hint.textContent = "Click a token (or focus it and press ← →) to make it the query.";
-    $("lesson").textContent = MODEL_NOTES[state.model] || state.model;
+    $("lesson").textContent = note(state.model);
   } else {
     if (saved.hint !== undefined) hint.textContent = saved.hint;
     if (saved.lesson !== undefined) $("lesson").textContent = saved.lesson;
@@ -199,7 +210,7 @@ function paint() {
   $("x-editor").replaceChildren(h("p", { class: "hint" },
     `X is ${tokens.length} × ${answer.model.d_model} (the layer's input): too wide to show ` +
     "here; the walkthrough below prints its first 8 columns."));
-  $("lesson").textContent = MODEL_NOTES[s.model] || s.model;
+  $("lesson").textContent = note(s.model);
   writeURL();
   paints += 1;
   document.body.dataset.modelRenders = String(paints);

@@ -1,0 +1,89 @@
+"""A local transformers model directory with the surface of a bundled ``qkv.models`` model, so
+``qkv explain --model PATH``, ``qkv heads --model PATH`` and the page's model mode show it.
+
+    >>> m = qkv.hf.local.open_dir("./my-llama")     # safetensors only, no remote code
+    >>> run = m.trace("The cat sat")                 # an HFRun: a qkv.models.ModelTrace
+    >>> run.layer(1)["weights"].shape                # (n_heads, L, L)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+import transformers
+
+from qkv.hf import loading
+from qkv.hf.session import attention_layers
+from qkv.hf.tracing import HFRun, trace
+from qkv.models import NAMES
+
+
+class LocalModel:
+    """A transformers model computed by qkv (``attn_implementation="qkv"``) and its tokenizer,
+    named ``name``; ``n_layers`` counts its attention layers in the order the model runs them."""
+
+    def __init__(self, model, tokenizer, name: str):
+        c = model.config
+        self.model, self.tokenizer, self.name = model, tokenizer, name
+        self.config = c  # what qkv.hf.taxonomy.measure reads the vocabulary size from
+        self.n_layers = len(attention_layers(model))
+        self.n_heads = c.num_attention_heads
+        self.n_kv_heads = getattr(c, "num_key_value_heads", None) or self.n_heads
+        self.d_model = c.hidden_size
+        self.d_head = getattr(c, "head_dim", None) or self.d_model // self.n_heads
+        self.max_tokens = getattr(c, "max_position_embeddings", None)
+
+    def encode(self, text: str, *, limit: int | None = None) -> tuple[list[int], list[str]]:
+        """(ids, token labels) of a text as the model sees it (special tokens included),
+        checked: not empty, at most ``limit`` tokens (the context length by default)."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        if not text.strip():
+            raise ValueError(f"text must contain at least one non-space character, got {text!r}")
+        ids = self._inputs(text)["input_ids"][0].tolist()
+        limit = self.max_tokens if limit is None else limit
+        if limit is not None and len(ids) > limit:
+            raise ValueError(f"text is {len(ids)} tokens long; a trace keeps every step of every "
+                             f"layer, so it reads at most {limit} tokens: shorten the text")
+        return ids, list(self.tokenizer.convert_ids_to_tokens(ids))
+
+    def weights_of_ids(self, ids) -> np.ndarray:
+        """Every layer's weights for a batch of token ids (B, L): (B, n_layers, n_heads, L, L),
+        as the bundled models give them to ``qkv.hf.taxonomy.measure``."""
+        from qkv.hf.taxonomy import _hf_weights
+
+        return _hf_weights(self.model, ids)
+
+    def _inputs(self, text: str) -> dict:
+        inputs = self.tokenizer(text, return_tensors="pt")
+        return {k: inputs[k] for k in ("input_ids", "attention_mask") if k in inputs}
+
+    def trace(self, text: str) -> HFRun:
+        """Run ``text`` through the model, every attention layer traced by qkv's engine."""
+        with torch.no_grad(), trace(self.model, tokenizer=self.tokenizer) as run:
+            self.model(**self._inputs(text))
+        run.model = self.name
+        return run
+
+
+def open_dir(path, *, allow_pickle: bool = False) -> LocalModel:
+    """Load the transformers model directory ``path`` (``config.json`` plus weights) without
+    its LM head; ValueError when it is not one, or holds only pickle weights and
+    ``allow_pickle`` is False (see ``qkv.hf.loading``)."""
+    spec = str(path)
+    if not Path(spec).is_dir():
+        raise ValueError(f"unknown model {spec!r}; choose one of {list(NAMES)} or a local "
+                         f"transformers model directory holding config.json")
+    logs = transformers.utils.logging
+    level, bars = logs.get_verbosity(), logs.is_progress_bar_enabled()
+    logs.set_verbosity_error()  # not the load report: an unused LM head is expected here
+    logs.disable_progress_bar()
+    try:
+        model, tokenizer, _ = loading.load(spec, causal_lm=False, allow_pickle=allow_pickle)
+    finally:
+        logs.set_verbosity(level)
+        if bars:
+            logs.enable_progress_bar()
+    return LocalModel(model, tokenizer, Path(spec).resolve().name)  # "." -> the folder's name
