@@ -80,14 +80,16 @@ def test_without_numba_the_fused_peer_is_skipped_and_auto_falls_back():
 
 
 def test_without_transformers_the_model_bench_says_why():
-    done = _without("transformers", "from qkv.bench import hf_llama; print(hf_llama.missing())")
-    assert done.stdout.strip() == "transformers is not installed (pip install 'qkv[hf]')"
+    done = _without("transformers", "from qkv.bench import hf_llama; print(hf_llama.missing()); "
+                    "print(hf_llama.missing(qkv_attention=True))")
+    assert done.stdout.splitlines() == ["transformers is not installed (pip install 'qkv[hf]')"] * 2
 
 
 @pytest.mark.slow
-def test_model_quick_json_reports_every_peer():
+def test_model_hf_quick_json_reports_every_peer():
     pytest.importorskip("qkv.models")
-    result = CliRunner().invoke(bench, ["--model", "smollm2-135m", "--quick", "--json"])
+    args = ["--model", "smollm2-135m", "--hf", "--quick", "--json"]
+    result = CliRunner().invoke(bench, args)
     if "not installed" in result.output:
         pytest.skip(result.output)
     assert result.exit_code == 0, result.output
@@ -95,15 +97,25 @@ def test_model_quick_json_reports_every_peer():
     assert report["prompt_tokens"] == 32 and report["new_tokens"] == 8
     peers = [r["peer"] for r in report["results"]]
     assert peers[:2] == ["qkv untraced", "qkv traced"]
-    assert set(peers[2:]) | set(report["skipped_peers"]) == {"transformers sdpa",
-                                                             "transformers eager"}
+    assert set(peers[2:]) | set(report["skipped_peers"]) == {
+        "transformers sdpa", "transformers eager", "transformers + qkv",
+        "transformers + qkv traced", "transformers eager + output_attentions"}
     for r in report["results"]:
         assert r["tokens"] == 8 and 0 < r["prefill_s"] < r["total_s"]
         assert r["decode_tokens_per_s"] > 0 and r["tokens_per_s"] > 0
         assert r["tokens_equal_untraced"] == 8, r  # same weights, same greedy tokens
+    assert report["tokens_equal"] is True
     assert report["ratios"]["traced_time_over_untraced"] > 0
     if "transformers sdpa" in peers:
         assert report["ratios"]["untraced_tokens_per_s_over_sdpa"] > 0
+    if "transformers + qkv" in peers:  # --hf: the two ratios
+        assert report["ratios"]["hf_qkv_tokens_per_s_over_sdpa"] > 0
+        assert report["ratios"]["hf_qkv_traced_tokens_per_s_over_eager_attentions"] > 0
+
+
+def test_hf_needs_model():
+    result = CliRunner().invoke(bench, ["--hf", "--quick"])
+    assert result.exit_code == 2 and "--hf: expected it with --model" in result.output
 
 
 def test_table_output_and_skipping_by_memory():

@@ -7,6 +7,10 @@ Greedy decoding in float32 from one prompt of PROMPT_TOKENS tokens, NEW_TOKENS n
     qkv traced          model.generate_ids(..., weights=True)   every step kept (the page's path)
     transformers sdpa   LlamaForCausalLM.generate, torch SDPA   (``qkv.bench.hf_llama``)
     transformers eager  the same, attention written out in torch
+  with ``hf=True`` (``--hf``), on the same LlamaForCausalLM:
+    transformers + qkv                       attn_implementation="qkv" (``qkv.hf``)
+    transformers + qkv traced                the same inside ``qkv.hf.trace(model)``
+    transformers eager + output_attentions   eager, output_attentions=True (weights returned)
 
 Per peer: prefill = seconds to the first new token (the prompt's pass and its logits); decode
 tokens/s = the remaining tokens over the time after the first; tokens/s end to end; whether its
@@ -28,8 +32,16 @@ TEXT = ("The old lighthouse keeper climbed the spiral stairs every evening at du
         "lantern, a notebook and a flask of tea. From the top he could see the whole bay, the "
         "fishing boats coming home and the lights of the town across the water.")
 QKV_PEERS = ("qkv untraced", "qkv traced")
-HF_PEERS = ("transformers sdpa", "transformers eager")
-PEERS = QKV_PEERS + HF_PEERS
+HF_PEERS = {"transformers sdpa": {"attn": "sdpa"}, "transformers eager": {"attn": "eager"}}
+# --hf: transformers' generate with qkv's attention, and the eager run that also returns weights
+HF_QKV_PEERS = {"transformers + qkv": {"attn": "qkv"},
+                "transformers + qkv traced": {"attn": "qkv", "traced": True},
+                "transformers eager + output_attentions": {"attn": "eager", "attentions": True}}
+PEERS = QKV_PEERS + tuple(HF_PEERS) + tuple(HF_QKV_PEERS)
+# (ratio name, numerator peer, denominator peer): tokens/s over tokens/s
+HF_RATIOS = (("hf_qkv_tokens_per_s_over_sdpa", "transformers + qkv", "transformers sdpa"),
+             ("hf_qkv_traced_tokens_per_s_over_eager_attentions", "transformers + qkv traced",
+              "transformers eager + output_attentions"))
 
 
 def prompt_ids(model, n: int = PROMPT_TOKENS) -> list[int]:
@@ -52,8 +64,10 @@ def _qkv_run(model, ids, new_tokens: int, traced: bool):
 
 
 def run_model(name: str, *, new_tokens: int = NEW_TOKENS, repeats: int = 3,
-              prompt_tokens: int = PROMPT_TOKENS, on_step=lambda: None) -> dict:
-    """Measure every peer on model ``name``; return the report ``--json`` prints."""
+              prompt_tokens: int = PROMPT_TOKENS, hf: bool = False,
+              on_step=lambda: None) -> dict:
+    """Measure every peer on model ``name`` (with ``hf``: the ``HF_QKV_PEERS`` too); return
+    the report ``--json`` prints."""
     from qkv import models
 
     model = models.load(name)
@@ -61,14 +75,19 @@ def run_model(name: str, *, new_tokens: int = NEW_TOKENS, repeats: int = 3,
     runners = {p: (lambda p=p: _qkv_run(model, ids, new_tokens, p == "qkv traced"))
                for p in QKV_PEERS}
     skipped = {}
-    why = hf_llama.missing()
-    if why is None:
-        llama = hf_llama.llama_from(model)
-        for p in HF_PEERS:
-            attn = p.split()[1]
-            runners[p] = lambda attn=attn: hf_llama.greedy_run(llama, ids, new_tokens, attn)
-    else:
-        skipped = {p: why for p in HF_PEERS}
+    groups = [(HF_PEERS, hf_llama.missing())]
+    if hf:
+        groups.append((HF_QKV_PEERS, hf_llama.missing(qkv_attention=True)))
+    llama = None
+    for peers, why in groups:
+        if why is not None:
+            skipped |= {p: why for p in peers}
+            continue
+        if llama is None:
+            llama = hf_llama.llama_from(model)
+        for p, how in peers.items():
+            runners[p] = lambda how=how, llama=llama: hf_llama.greedy_run(llama, ids, new_tokens,
+                                                                          **how)
     runs = {p: [] for p in runners}
     for _ in range(1 + repeats):  # the first round warms up (allocations, threads, caches)
         for p, fn in runners.items():
@@ -84,9 +103,13 @@ def run_model(name: str, *, new_tokens: int = NEW_TOKENS, repeats: int = 3,
     if sdpa is not None:
         ratios["untraced_tokens_per_s_over_sdpa"] = (base["qkv untraced"]["tokens_per_s"]
                                                     / sdpa["tokens_per_s"])
+    for key, top, bottom in HF_RATIOS:
+        if top in base and bottom in base:
+            ratios[key] = base[top]["tokens_per_s"] / base[bottom]["tokens_per_s"]
     return {"model": name, "dtype": "float32", "prompt_tokens": len(ids),
             "new_tokens": new_tokens, "repeats": repeats, "results": rows,
-            "skipped_peers": skipped, "ratios": ratios}
+            "skipped_peers": skipped, "ratios": ratios,
+            "tokens_equal": all(r["tokens_equal_untraced"] == r["tokens"] for r in rows)}
 
 
 def _row(peer: str, runs, reference_ids) -> dict:
@@ -126,6 +149,11 @@ def render_model(report: dict, console) -> None:
                       f"[bold]{ratios['untraced_tokens_per_s_over_sdpa']:.2f}×[/]")
     console.print(f"qkv traced time ÷ qkv untraced time: "
                   f"[bold]{ratios['traced_time_over_untraced']:.2f}×[/]")
+    for key, top, bottom in HF_RATIOS:
+        if key in ratios:
+            console.print(f"{top} tokens/s ÷ {bottom} tokens/s: [bold]{ratios[key]:.2f}×[/]")
+    same = "yes" if report["tokens_equal"] else "[red]no[/]"
+    console.print(f"greedy tokens equal across every peer: [bold]{same}[/]")
     console.print("[dim]prefill: seconds to the first new token · decode tok/s: the other "
                   "tokens over the time after the first · tokens/s: new tokens over the whole "
                   "run · same tokens: positions where the ids equal qkv untraced's[/]")

@@ -12,13 +12,19 @@ import time
 import numpy as np
 
 
-def missing() -> str | None:
-    """Why the transformers peers cannot run here, or None when they can."""
+def missing(*, qkv_attention: bool = False) -> str | None:
+    """Why the transformers peers (with ``qkv_attention``: those running
+    ``attn_implementation="qkv"``, ``qkv.hf``) cannot run here, or None when they can."""
     for name, extra in (("torch", "torch"), ("transformers", "hf")):
         try:
             __import__(name)
         except ImportError:
             return f"{name} is not installed (pip install 'qkv[{extra}]')"
+    if qkv_attention:
+        try:
+            import qkv.hf  # noqa: F401  (registers attn_implementation="qkv")
+        except ImportError as e:
+            return str(e)
     return None
 
 
@@ -56,9 +62,15 @@ def llama_from(model):
     return llama
 
 
-def greedy_run(llama, ids, new_tokens: int, attn: str) -> tuple[list[int], float, float]:
-    """transformers' ``generate`` (greedy, no early stop) with attention ``attn`` ("sdpa" or
-    "eager"): (new ids, seconds to the first new token, seconds in all)."""
+def greedy_run(llama, ids, new_tokens: int, attn: str, *, traced: bool = False,
+               attentions: bool = False) -> tuple[list[int], float, float]:
+    """transformers' ``generate`` (greedy, no early stop) with attention ``attn`` ("sdpa",
+    "eager" or "qkv"): (new ids, seconds to the first new token, seconds in all). ``traced``
+    runs it inside ``qkv.hf.trace`` (every layer's steps kept, "qkv" only); ``attentions``
+    asks generate for every step's weights (``output_attentions=True``,
+    ``return_dict_in_generate=True``)."""
+    import contextlib
+
     import torch
     from transformers.generation.streamers import BaseStreamer
 
@@ -75,11 +87,20 @@ def greedy_run(llama, ids, new_tokens: int, attn: str) -> tuple[list[int], float
     llama.set_attn_implementation(attn)
     clock = Clock()
     x = torch.tensor([list(ids)], dtype=torch.long)  # (1, L)
+    extra = {"output_attentions": True, "return_dict_in_generate": True} if attentions else {}
+    if traced:
+        import qkv.hf
+
+        recording = qkv.hf.trace(llama)
+    else:
+        recording = contextlib.nullcontext()
     with torch.inference_mode():
         t0 = time.perf_counter()
-        out = llama.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=new_tokens,
-                             min_new_tokens=new_tokens, do_sample=False, streamer=clock,
-                             pad_token_id=llama.config.pad_token_id)
+        with recording:  # a trace is finished (per-sequence traces cut) when the block ends
+            out = llama.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=new_tokens,
+                                 min_new_tokens=new_tokens, do_sample=False, streamer=clock,
+                                 pad_token_id=llama.config.pad_token_id, **extra)
         total = time.perf_counter() - t0
+    out = out.sequences if attentions else out  # (1, L + new_tokens)
     first = clock.calls[1] - t0 if len(clock.calls) > 1 else total
     return out[0, len(ids):].tolist(), first, total

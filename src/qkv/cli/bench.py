@@ -50,9 +50,12 @@ def _sizes(_ctx, _param, value: str) -> list[int]:
               help="Instead: a real model's greedy generation (32-token prompt, 64 new tokens, "
               "float32), qkv traced and untraced against transformers' generate (sdpa, eager) "
               "on the same weights.")
+@click.option("--hf", is_flag=True, help="With --model: also transformers' generate with "
+              "attn_implementation=\"qkv\" (untraced and inside qkv.hf.trace) and eager with "
+              "output_attentions=True, on the same weights.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def bench(T, heads, d, causal, decode, wide, skip_full, quick, peer_list, min_time, max_memory,
-          gemm_size, no_memory, model_name, as_json):
+          gemm_size, no_memory, model_name, hf, as_json):
     """Time exact attention: qkv's kernels and reference, naive NumPy, torch SDPA and math.
 
     \b
@@ -61,12 +64,15 @@ def bench(T, heads, d, causal, decode, wide, skip_full, quick, peer_list, min_ti
       qkv bench --T 4096,16384 --causal --decode
       qkv bench --T 4096 --json > bench.json
       qkv bench --model smollm2-135m          generation: tokens/s against transformers
+      qkv bench --model smollm2-135m --hf     also transformers running qkv's attention
     The header names the BLAS library, the kernel it runs and the thread counts. Figures
     for a user's machine: unset OpenBLAS pins first (env -u OPENBLAS_CORETYPE -u
     OPENBLAS_L2_SIZE qkv bench ...).
     """
     if model_name is not None:
-        return _model(model_name, quick, as_json)
+        return _model(model_name, quick, hf, as_json)
+    if hf:
+        raise CliError("--hf: expected it with --model (e.g. --model smollm2-135m --hf)")
     gemm_n, settle, copy_bytes = gemm_size, 0.25, 1 << 28
     if quick:
         T, heads, d, min_time, gemm_n, settle, copy_bytes = (
@@ -89,14 +95,14 @@ def bench(T, heads, d, causal, decode, wide, skip_full, quick, peer_list, min_ti
     _show(report, render, as_json)
 
 
-def _model(name: str, quick: bool, as_json: bool) -> None:
+def _model(name: str, quick: bool, hf: bool, as_json: bool) -> None:
     """``--model``: generation side by side with transformers (``qkv.bench.generation``)."""
     from qkv.bench import generation
     from qkv.models import ModelNotInstalled
 
     sizes = {"new_tokens": 8, "repeats": 1} if quick else {}
     try:
-        report = generation.run_model(name, **sizes)
+        report = generation.run_model(name, hf=hf, **sizes)
     except ModelNotInstalled as e:
         raise CliError(str(e)) from None
     report = {"machine": machine(), **report}
