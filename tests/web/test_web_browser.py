@@ -11,7 +11,7 @@ import pytest
 
 from qkv import presets
 from web_reference import multi_head, single_head
-from web_watch import watched_page
+from web_watch import edit_x, renders, wait_render, watched_page
 
 CAT = presets.load("cat-sat")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"  # gitignored; screenshots land here
@@ -26,14 +26,6 @@ def watched(browser, server_url):
 def open_page(page, url):
     page.goto(url)
     page.wait_for_function("() => Number(document.body.dataset.renders) >= 1")
-
-
-def renders(page) -> int:
-    return int(page.evaluate("() => Number(document.body.dataset.renders)"))
-
-
-def wait_render(page, before: int):
-    page.wait_for_function("(n) => Number(document.body.dataset.renders) > n", arg=before)
 
 
 def bar_weights(page) -> np.ndarray:
@@ -157,11 +149,7 @@ def test_editing_a_value_changes_the_output(watched, server_url):
     page, watch = watched
     open_page(page, server_url + "/")
     z_before = z_row(page)
-    before = renders(page)
-    cell = page.locator('#x-editor input[aria-label="x[2][0]"]')
-    cell.fill("2.5")
-    cell.press("Tab")
-    wait_render(page, before)
+    cell = edit_x(page, 2, 0, "2.5")
     x = CAT.x.copy()
     x[2, 0] = 2.5
     _, z = single_head(x, CAT.W_Q, CAT.W_K, CAT.W_V)

@@ -13,7 +13,7 @@ import pytest
 
 from qkv import presets
 from web_reference import single_head
-from web_watch import watched_page
+from web_watch import edit_x, renders, wait_render, watched_page
 
 CAT = presets.load("cat-sat")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"  # gitignored; screenshots land here
@@ -56,14 +56,6 @@ def sized(request, browser, server_url):
         page.goto(server_url + "/")
         page.wait_for_function("() => Number(document.body.dataset.renders) >= 1")
         yield request.param, page
-
-
-def renders(page) -> int:
-    return int(page.evaluate("() => Number(document.body.dataset.renders)"))
-
-
-def wait_render(page, before: int):
-    page.wait_for_function("(n) => Number(document.body.dataset.renders) > n", arg=before)
 
 
 def overflow(page) -> int:
@@ -155,11 +147,7 @@ def test_readout_on_focus_follows_every_answer(browser, server_url):
         w, _ = single_head(CAT.x, CAT.W_Q, CAT.W_K, CAT.W_V, tau=tau)
         assert page.locator("#hover").inner_text() == f"weights[sat → cat] = {w[2, 1]:.4f}"
         # an edit of X too
-        before = renders(page)
-        cell = page.locator('#x-editor input[aria-label="x[1][0]"]')
-        cell.fill("2")
-        cell.press("Tab")
-        wait_render(page, before)
+        edit_x(page, 1, 0, "2")
         x = CAT.x.copy()
         x[1, 0] = 2.0
         w, _ = single_head(x, CAT.W_Q, CAT.W_K, CAT.W_V, tau=tau)

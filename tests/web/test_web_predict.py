@@ -11,7 +11,7 @@ import pytest
 
 from qkv import presets
 from web_reference import multi_head, single_head
-from web_watch import watched_page
+from web_watch import renders, wait_render, watched_page
 
 CAT = presets.load("cat-sat")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"  # gitignored
@@ -31,14 +31,10 @@ def page(browser, server_url):
         yield p
 
 
-def renders(page) -> int:
-    return int(page.evaluate("() => Number(document.body.dataset.renders)"))
-
-
 def click_and_render(page, locator):
     before = renders(page)
     locator.click()
-    page.wait_for_function("(n) => Number(document.body.dataset.renders) > n", arg=before)
+    wait_render(page, before)
 
 
 def veiled(page) -> list[str]:

@@ -43,3 +43,23 @@ def watched_page(browser, *, width: int = 1400, height: int = 900, **options):
     context.close()
     assert watch.errors == [], "console errors"
     assert watch.blocked == [], "requests that would have left 127.0.0.1"
+
+
+def renders(page) -> int:
+    """How many times the page has painted an answer (body's data-renders)."""
+    return int(page.evaluate("() => Number(document.body.dataset.renders)"))
+
+
+def wait_render(page, before: int):
+    """Wait until the page paints again after ``before`` renders."""
+    page.wait_for_function("(n) => Number(document.body.dataset.renders) > n", arg=before)
+
+
+def edit_x(page, i: int, j: int, text: str):
+    """Type ``text`` into X's cell (i, j), leave it, wait for the new answer's paint; the cell."""
+    before = renders(page)
+    cell = page.locator(f'#x-editor input[aria-label="x[{i}][{j}]"]')
+    cell.fill(text)
+    cell.press("Tab")
+    wait_render(page, before)
+    return cell
