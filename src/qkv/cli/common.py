@@ -93,8 +93,8 @@ def model_or_error(name: str):
 
 
 def local_model_or_error(path: str, *, allow_pickle: bool = False):
-    """A local transformers model directory as a ``qkv.hf.local.LocalModel`` (computed and
-    traced by qkv's engine), or a one-line CliError: not a model directory, pickle weights
+    """A local transformers model directory or hub id as a ``qkv.hf.local.LocalModel``
+    (computed and traced by qkv's engine), or a one-line CliError: not a model, pickle weights
     without --allow-pickle, or transformers not installed (naming the extra)."""
     try:
         from qkv.hf import local

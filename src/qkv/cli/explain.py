@@ -48,8 +48,9 @@ def _labelled(tokens, select: str | None) -> int | None:
               help="Also write a heatmap of the weights (queries × keys, masked cells marked, "
                    "the selected row outlined); needs matplotlib.  Example: --png weights.png")
 @click.option("--model", "model_name", metavar="NAME",
-              help="A real pretrained model instead of a preset (minilm-l6, smollm2-135m, or a "
-                   "local transformers directory); use with --text, --layer and --head.  "
+              help="A real pretrained model instead of a preset (minilm-l6, smollm2-135m, a "
+                   "local transformers directory, or a hub id owner/name: the local Hugging "
+                   "Face cache, else downloaded); use with --text, --layer and --head.  "
                    "Example: --model smollm2-135m --text 'The cat sat on the mat' --layer 3 "
                    "--head 2")
 @click.option("--allow-pickle", is_flag=True,

@@ -30,13 +30,15 @@ Examples:
   qkv heads --model smollm2-135m --text "The cat sat on the mat" --png heads.png
   qkv heads --model smollm2-135m --taxonomy      previous-token, sink, induction … scores
   qkv heads --model ./my-llama --text "The cat sat"   a local transformers directory
+  qkv heads --model HuggingFaceTB/SmolLM2-135M --taxonomy   a hub id (cache, else download)
 """
 
 
 @click.command(help=HELP)
 @click.option("--model", "model_name", default="minilm-l6", show_default=True,
-              metavar="NAME|DIR", help=f"a bundled model ({', '.join(models.names())}) or a "
-                                       "local transformers model directory")
+              metavar="NAME|DIR|ID", help=f"a bundled model ({', '.join(models.names())}), a "
+                                       "local transformers model directory, or a hub id "
+                                       "(owner/name: the local cache, else downloaded)")
 @click.option("--allow-pickle", is_flag=True,
               help="let --model DIR load pickle .bin weights (they can run code) when it has no "
                    ".safetensors")

@@ -64,7 +64,8 @@ def spec_from_options(ablate, mean, tau, pin, knockout) -> dict:
 
 @click.command()
 @click.option("--model", "model_spec", default="smollm2-135m", show_default=True,
-              help="a bundled causal model (smollm2-135m) or a local transformers directory")
+              help="a bundled causal model (smollm2-135m), a local transformers directory, or a "
+                   "hub id (owner/name: the local cache, else downloaded)")
 @click.option("--text", required=True, help="the prompt whose next token is predicted")
 @click.option("--ablate", multiple=True, metavar="L.H", help="set head H of layer L's z to 0")
 @click.option("--mean-ablate", "mean", multiple=True, metavar="L.H",

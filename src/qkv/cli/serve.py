@@ -15,9 +15,10 @@ from qkv.web.server import DEFAULT_HOST, DEFAULT_PORT
 @click.option("--port", default=DEFAULT_PORT, show_default=True,
               type=click.IntRange(0, 65535), help="port (0 picks a free one)")
 @click.option("--open", "open_browser", is_flag=True, help="open the page in a web browser")
-@click.option("--model", "model_dirs", multiple=True, metavar="DIR",
-              help="also offer this local transformers model directory in the page's model mode, "
-                   "named after the directory (repeatable); loaded now, computed by qkv")
+@click.option("--model", "model_dirs", multiple=True, metavar="DIR|ID",
+              help="also offer this local transformers model directory (or hub id owner/name, "
+                   "from the cache or downloaded) in the page's model mode, named after the "
+                   "directory or id (repeatable); loaded now, computed by qkv")
 @click.option("--allow-pickle", is_flag=True,
               help="let --model DIR load pickle .bin weights (they can run code) when it has no "
                    ".safetensors")

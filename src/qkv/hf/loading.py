@@ -1,18 +1,68 @@
-"""Load a model for qkv.hf by a bundled name or a local transformers directory, safely.
+"""Load a model for qkv.hf by a bundled name, a local transformers directory or a hub id, safely.
 
-Local directories load with ``local_files_only`` (nothing fetched), ``trust_remote_code=False``
-(no code from the checkpoint runs) and safetensors weights only; pickle ``.bin`` weights load
-only with ``allow_pickle=True``, which the command line sets from an explicit flag.
+A hub id (``owner/name``) is a directory too, once found: the snapshot in the local Hugging
+Face cache, else downloaded into it when the hub is reachable (never when ``HF_HUB_OFFLINE``
+is set) — only the config, tokenizer and safetensors files (pickle ``.bin`` files only with
+``allow_pickle``). Directories load with ``local_files_only`` (nothing fetched),
+``trust_remote_code=False`` (no code from the checkpoint runs) and safetensors weights only;
+pickle ``.bin`` weights load only with ``allow_pickle=True``, which the command line sets from
+an explicit flag.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import torch
 import transformers
 
 from qkv.models import NAMES
+
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")  # owner/name, as the hub spells it
+# what a model needs to load and tokenize: never code (*.py), never pickle unless asked for
+HUB_FILES = ["*.json", "*.safetensors", "*.txt", "*.model", "*.tiktoken", "tokenizer*"]
+KINDS = f"one of {list(NAMES)}, a local transformers model directory holding config.json, " \
+        f"or a hub id (owner/name)"
+
+
+def locate(spec: str, *, allow_pickle: bool = False) -> Path:
+    """The directory holding the transformers model ``spec``: ``spec`` itself when it is a
+    directory, else the snapshot of the hub id ``spec`` (from the local cache, or downloaded).
+    ValueError, naming what was expected, when it is neither or cannot be had."""
+    path = Path(spec)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ValueError(f"{spec} is a directory without config.json; model must be {KINDS}")
+        return path
+    if not HUB_ID.fullmatch(spec) or path.exists():
+        raise ValueError(f"model must be {KINDS}, got {spec!r}")
+    return _snapshot(spec, allow_pickle=allow_pickle)
+
+
+def _snapshot(repo_id: str, *, allow_pickle: bool) -> Path:
+    import huggingface_hub as hub
+    from huggingface_hub import errors
+
+    patterns = HUB_FILES + (["*.bin"] if allow_pickle else [])
+    try:  # the local cache first: no network, no wait
+        found = hub.snapshot_download(repo_id, allow_patterns=patterns, local_files_only=True)
+    except (errors.LocalEntryNotFoundError, FileNotFoundError):
+        if hub.constants.HF_HUB_OFFLINE:
+            raise ValueError(f"{repo_id!r} is not a local directory nor in the Hugging Face "
+                             f"cache, and HF_HUB_OFFLINE is set: download it first, or pass "
+                             f"a directory") from None
+        try:
+            found = hub.snapshot_download(repo_id, allow_patterns=patterns)
+        except (errors.HfHubHTTPError, errors.LocalEntryNotFoundError, OSError) as e:
+            reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ValueError(f"{repo_id!r} is not a local directory, and fetching it from the "
+                             f"hub failed ({reason[:200]}); pass a directory, or download it "
+                             f"where the hub is reachable") from None
+    path = Path(found)
+    if not (path / "config.json").is_file():
+        raise ValueError(f"hub model {repo_id!r} has no config.json: not a transformers model")
+    return path
 
 
 def load(spec: str, *, causal_lm: bool = True, allow_pickle: bool = False,
@@ -31,10 +81,7 @@ def load(spec: str, *, causal_lm: bool = True, allow_pickle: bool = False,
                              "smollm2-135m or a causal language model directory")
         model, own = bundled.load(spec, dtype=dtype)
         return model, BundledTokenizer(own), spec
-    path = Path(spec)
-    if not path.is_dir() or not (path / "config.json").is_file():
-        raise ValueError(f"model must be one of {list(NAMES)} or a local transformers model "
-                         f"directory holding config.json, got {spec!r}")
+    path = locate(spec, allow_pickle=allow_pickle)
     has_safetensors = any(path.glob("*.safetensors"))
     if not has_safetensors and not allow_pickle:
         raise ValueError(f"{spec} has no .safetensors weights; pickle .bin weights can run code "
@@ -48,7 +95,13 @@ def load(spec: str, *, causal_lm: bool = True, allow_pickle: bool = False,
     except (OSError, ValueError, KeyError) as e:
         raise ValueError(f"could not load {spec} as a transformers model: "
                          f"{str(e).splitlines()[0]}") from None
-    return model.eval(), tokenizer, path.name
+    return model.eval(), tokenizer, display_name(spec)
+
+
+def display_name(spec: str) -> str:
+    """How a model is named in output: a directory by its folder's name, a hub id as it is."""
+    path = Path(spec)
+    return path.resolve().name if path.is_dir() else spec
 
 
 class BundledTokenizer:

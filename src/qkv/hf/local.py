@@ -8,8 +8,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import torch
 import transformers
@@ -73,17 +71,16 @@ def open_dir(path, *, allow_pickle: bool = False) -> LocalModel:
     its LM head; ValueError when it is not one, or holds only pickle weights and
     ``allow_pickle`` is False (see ``qkv.hf.loading``)."""
     spec = str(path)
-    if not Path(spec).is_dir():
-        raise ValueError(f"unknown model {spec!r}; choose one of {list(NAMES)} or a local "
-                         f"transformers model directory holding config.json")
+    if spec in NAMES:
+        raise ValueError(f"{spec} is a bundled model: load it with qkv.models.load({spec!r})")
     logs = transformers.utils.logging
     level, bars = logs.get_verbosity(), logs.is_progress_bar_enabled()
     logs.set_verbosity_error()  # not the load report: an unused LM head is expected here
     logs.disable_progress_bar()
     try:
-        model, tokenizer, _ = loading.load(spec, causal_lm=False, allow_pickle=allow_pickle)
+        model, tokenizer, name = loading.load(spec, causal_lm=False, allow_pickle=allow_pickle)
     finally:
         logs.set_verbosity(level)
         if bars:
             logs.enable_progress_bar()
-    return LocalModel(model, tokenizer, Path(spec).resolve().name)  # "." -> the folder's name
+    return LocalModel(model, tokenizer, name)
