@@ -67,9 +67,9 @@ class LocalModel:
 
 
 def open_dir(path, *, allow_pickle: bool = False) -> LocalModel:
-    """Load the transformers model directory ``path`` (``config.json`` plus weights) without
-    its LM head; ValueError when it is not one, or holds only pickle weights and
-    ``allow_pickle`` is False (see ``qkv.hf.loading``)."""
+    """Load the transformers model directory ``path`` (``config.json`` plus weights), or the
+    hub id ``path`` (owner/name, see ``qkv.hf.loading.locate``), without its LM head;
+    ValueError when it is neither, or holds only pickle weights and ``allow_pickle`` is False."""
     spec = str(path)
     if spec in NAMES:
         raise ValueError(f"{spec} is a bundled model: load it with qkv.models.load({spec!r})")
