@@ -249,9 +249,7 @@ class _Plan:
         """In place on the tile's scores s (u, n, j1-j0): capped = cap·tanh(s/cap), then
         biased = capped + the bias tile (a slice of the broadcast view, added as it is)."""
         if self.softcap is not None:
-            np.multiply(s, 1.0 / self.softcap, out=s)
-            np.tanh(s, out=s)
-            np.multiply(s, self.softcap, out=s)
+            softcap_in_place(s, self.softcap)
         if b_u is not None:
             h0, h1, i0, i1 = rows
             s4 = s.reshape(s.shape[0], h1 - h0, i1 - i0, j1 - j0)  # a view of the buffer
@@ -348,6 +346,13 @@ def _flat_view(a, n):
     if any(outer != inner * size for (_, outer), (size, inner) in zip(axes, axes[1:])):
         return None
     return a.reshape(math.prod(a.shape[:n]), *a.shape[n:])  # a view: the strides line up
+
+
+def softcap_in_place(s, cap):
+    """s = cap·tanh(s / cap), in place (a tile of scores; NumPy's vectorised tanh)."""
+    np.multiply(s, 1.0 / cap, out=s)
+    np.tanh(s, out=s)
+    np.multiply(s, cap, out=s)
 
 
 def sink_grid(sinks, G, r, dtype):

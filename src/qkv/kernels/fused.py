@@ -15,6 +15,16 @@ The causal diagonal costs nothing extra: each row's loop stops at its last visib
 one-query step against a cache (decoding) runs as one compiled loop per K/V head that reads
 each key and value once for all the query heads that share it (``_decode``).
 
+The optional steps: the bias is added inside the compiled pass, before the row max, on the
+keys a row may see (+ bias·log₂e from the tile's slice of the broadcast bias, an extra
+argument, a view). Sinks start each row at m = sink·log₂e, ℓ = 1 (the blocked kernel's
+``start``). Soft-capping is cap₂·tanh(s/cap₂) with cap₂ = cap·log₂e (the natural-unit formula in
+log₂ units), done on the tile by NumPy's vectorised tanh just before the compiled pass: a tanh
+inside the numba loop (libm's, or a rational fit that vectorises) measured slower (softcap +
+sinks, causal 8×2048×64 float32: 34 ms with NumPy's tanh, 50 ms with the rational fit, 97 ms
+with libm's; ``benchmarks/optional_steps.py``) and less exact. With any of the three, decoding
+steps take the tile pass too (the decode loop has none of them).
+
 Contract (``qkv.attention``'s): mask True = may attend; causal bottom-right or top-left; a row
 that sees no key gives 0; float16 runs in float32; a masked key's k and v never reach a result
 (its score is never read and its value row is left out of p·v when it holds a non-finite
@@ -124,8 +134,6 @@ class _FusedPlan(blocked._Plan):
         kernels = _kernels()
         fused = kernels["tile32" if self.dtype == np.float32 else "tile64"]
         no_mask = np.ones((1, 1, 1), dtype=bool)
-        # in log₂ units cap·tanh(s/cap)·log₂e = cap₂·tanh(s₂/cap₂) with cap₂ = cap·log₂e
-        cap = 0.0 if self.softcap is None else self.softcap * LOG2E
         no_bias = np.zeros((1, 1, 1, 1), dtype=self.dtype)
         for j0, j1, diagonal in self.key_blocks(i0, i1):
             seen = no_mask
@@ -137,8 +145,10 @@ class _FusedPlan(blocked._Plan):
             np.matmul(qs, k_u[:, j0:j1].transpose(0, 2, 1), out=s)  # (u, n, d_k) @ (u, d_k, bk)
             # (u, h1-h0, i1-i0, bk): the tile's slice of the broadcast bias, a view
             bias = no_bias if b_u is None else b_u[:, h0:h1, i0:i1, j0:j1]
+            if self.softcap is not None:  # NumPy's SIMD tanh: see the module docstring
+                blocked.softcap_in_place(s, self.softcap * LOG2E)
             partial = fused(s, m, ell, acc, pos, j0, diagonal, self.offset or 0, seen,
-                            m_u is not None, cap, bias, b_u is not None)
+                            m_u is not None, bias, b_u is not None)
             pv = buf.pv[: u * n * self.d_v].reshape(u, n, self.d_v)
             vb = v_u[:, j0:j1]  # (u, bk, d_v)
             if partial and not self.finite_v:  # keep masked values' NaN/inf out of p·v
