@@ -298,7 +298,7 @@ CASES = [
                       "q": _set(a["q"], (1, 1, 0), np.nan)}),
     Case("a sink of −inf (as if none; the reference decides)",
          lambda rng: {**_qkv(rng, lead=(2,)), "sinks": np.array([-np.inf, 0.5]),
-                      "mask": _row_mask(3, 5, dead_row=0)}),
+                      "mask": _row_mask(3, 5, hidden_key=0)}),
     Case("all three, grouped K/V heads, bias (H, 1, S)",
          lambda rng: {**_steps(rng, {"q": rng.normal(size=(4, 3, 4)),
                                      "k": rng.normal(size=(2, 5, 4)),
