@@ -21,15 +21,21 @@ torch = pytest.importorskip("torch")
 BACKENDS = [b for b in dispatch.BACKENDS if b != "auto"]
 
 
-def oracle(q, k, v, *, mask=None, causal=False, scale=None, temperature=1.0):
-    """The README's conventions in float64, one row at a time over the keys the row sees."""
+def oracle(q, k, v, *, mask=None, causal=False, scale=None, temperature=1.0, softcap=None,
+           bias=None, sinks=None):
+    """The README's conventions in float64, one row at a time over the keys the row sees:
+    tempered → cap·tanh(·/cap) → + bias → softmax whose denominator also holds e^sink (the
+    row's head's sink logit), which adds no value."""
     q, k, v = (_f64(a) for a in (q, k, v))
+    heads = q.shape[-3] if q.ndim >= 3 else 1
+    sink_of = None if sinks is None else np.broadcast_to(_f64(sinks).reshape(-1), (heads,))
     if q.ndim >= 3 and k.ndim >= 3 and q.shape[-3] != k.shape[-3]:  # grouped K/V heads
         r = q.shape[-3] // k.shape[-3]
         k, v = np.repeat(k, r, axis=-3), np.repeat(v, r, axis=-3)
     L, S, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     q, k, v = (np.broadcast_to(a, lead + a.shape[-2:]) for a in (q, k, v))
+    b = np.zeros(lead + (L, S)) if bias is None else np.broadcast_to(_f64(bias), lead + (L, S))
     seen = np.ones(lead + (L, S), bool)
     if mask is not None:
         seen = seen & _f64(mask).astype(bool)
@@ -39,18 +45,25 @@ def oracle(q, k, v, *, mask=None, causal=False, scale=None, temperature=1.0):
     c = (1 / math.sqrt(d_k) if d_k else 1.0) if scale is None else scale
     out = np.zeros(lead + (L, d_v))
     for idx in np.ndindex(*lead):
+        sink = None if sinks is None else sink_of[idx[-1] % heads if idx else 0]
         for i in range(L):
             keys = np.flatnonzero(seen[idx][i])
             if not len(keys):
-                continue  # sees no key: 0
-            s = np.array([q[idx][i] @ k[idx][j] for j in keys]) * c / temperature
+                continue  # sees no key: 0 (with a sink too: it takes all the weight)
+            with np.errstate(invalid="ignore", over="ignore"):
+                s = np.array([q[idx][i] @ k[idx][j] for j in keys]) * c / temperature
+                if softcap is not None:
+                    s = softcap * np.tanh(s / softcap)
+                s = s + b[idx][i][keys]
             vs = v[idx][keys]
-            if np.isnan(s).any() or (s == np.inf).any() or (s == -np.inf).all() \
-                    or not np.isfinite(vs).all():
+            if np.isnan(s).any() or (s == np.inf).any() or not np.isfinite(vs).all() \
+                    or sink is None and (s == -np.inf).all():
                 out[idx][i] = np.nan
                 continue
-            e = np.exp(s - s.max())
-            out[idx][i] = (e / e.sum()) @ vs
+            top = s.max() if sink is None else max(s.max(), sink)
+            e = np.exp(s - top)
+            total = e.sum() + (0.0 if sink is None else math.exp(sink - top))
+            out[idx][i] = (e / total) @ vs
     return out
 
 
@@ -114,6 +127,45 @@ def _all_neg_inf(rng):
     a["k"] = np.full_like(a["k"], -np.inf)
     a["mask"] = _row_mask(3, 5, dead_row=1)  # row 1 sees nothing: still 0
     return a
+
+
+def _steps(rng, a, *, softcap=None, bias=None, sinks=False):
+    """a (q, k, v, ...) with the optional steps: softcap, a bias of shape ``bias`` in q's
+    dtype, one sink logit per query head."""
+    a = dict(a)
+    q = a["q"]
+    torch_in = hasattr(q, "detach")
+    if softcap is not None:
+        a["softcap"] = softcap
+    if bias is not None:
+        b = rng.normal(size=bias) * 2
+        a["bias"] = torch.tensor(b, dtype=q.dtype) if torch_in else b.astype(q.dtype)
+    if sinks:
+        logits = rng.normal(size=q.shape[-3] if q.ndim >= 3 else 1) + 1.0
+        a["sinks"] = torch.tensor(logits, dtype=q.dtype) if torch_in else logits
+    return a
+
+
+ALL3 = {"softcap": 1.5, "sinks": True}
+
+
+def _all3(rng, lead=(2, 3), L=3, S=5, dtype=np.float64, bias=None, **kwargs):
+    """q, k, v (lead, L/S, ...) with softcap, a bias (default (L, S)) and sinks."""
+    a = _qkv(rng, L=L, S=S, lead=lead, dtype=dtype)
+    return {**_steps(rng, a, bias=bias or (L, S), **ALL3), **kwargs}
+
+
+def _garbage_with_steps(rng):
+    """Masked garbage, now also in the bias: NaN/inf in k, v and bias at hidden keys."""
+    a = _steps(rng, _masked_garbage(rng), bias=(3, 5), **ALL3)
+    a["bias"] = _set(_set(a["bias"], (0, 1), np.nan), (2, 3), np.inf)
+    return a
+
+
+def _tensor_heads(rng, dtype, **steps):
+    a = {name: torch.tensor(x, dtype=dtype) for name, x in _qkv(rng, L=6, S=7,
+                                                                 lead=(2, 3)).items()}
+    return _steps(rng, a, **steps)
 
 
 def _tensors(rng, dtype):
@@ -212,6 +264,72 @@ CASES = [
     Case("a large problem (tiles, threads)",
          lambda rng: {**_qkv(rng, L=300, S=600, d_k=8, d_v=4, lead=(2,),
                              dtype=np.float32), "causal": True}),
+    Case("softcap", lambda rng: _steps(rng, _qkv(rng, lead=(2,)), softcap=1.5)),
+    Case("softcap, float32, huge scores (tanh saturates)",
+         lambda rng: _steps(rng, {n: a * (30 if n in "qk" else 1) for n, a in
+                                  _qkv(rng, dtype=np.float32).items()}, softcap=5.0)),
+    Case("bias (L, S) over (B, H, L, S) inputs",
+         lambda rng: _steps(rng, _qkv(rng, lead=(2, 3)), bias=(3, 5))),
+    Case("bias (H, 1, S), float32",
+         lambda rng: _steps(rng, _qkv(rng, lead=(2, 3), dtype=np.float32), bias=(3, 1, 5))),
+    Case("bias (B, H, L, S), causal",
+         lambda rng: {**_steps(rng, _qkv(rng, lead=(2, 3)), bias=(2, 3, 3, 5)),
+                      "causal": True}),
+    Case("bias −inf at some visible keys (weight 0)",
+         lambda rng: {**(a := _steps(rng, _qkv(rng), bias=(3, 5))),
+                      "bias": _set(a["bias"], (slice(None), 2), -np.inf)}),
+    Case("sinks", lambda rng: _steps(rng, _qkv(rng, lead=(2, 3)), sinks=True)),
+    Case("sinks, no head axis", lambda rng: _steps(rng, _qkv(rng), sinks=True)),
+    Case("all three", lambda rng: _all3(rng)),
+    Case("all three, float32", lambda rng: _all3(rng, dtype=np.float32)),
+    Case("all three, causal", lambda rng: _all3(rng, L=5, S=5, causal=True)),
+    Case("all three, L < S causal bottom-right", lambda rng: _all3(rng, L=3, S=6, causal=True)),
+    Case("all three, L > S causal (first rows see nothing: z = 0)",
+         lambda rng: _all3(rng, L=6, S=3, causal=True)),
+    Case("all three, a mask with an all-masked row (the sink takes it all: z = 0)",
+         lambda rng: _all3(rng, mask=_row_mask(3, 5, dead_row=1, hidden_key=3))),
+    Case("sinks, every row masked (z = 0)",
+         lambda rng: {**_steps(rng, _qkv(rng, lead=(2,)), sinks=True),
+                      "mask": np.zeros((3, 5), bool)}),
+    Case("sinks, every visible score −inf (the sink takes it all: z = 0)",
+         lambda rng: _steps(rng, _all_neg_inf(rng), sinks=True)),
+    Case("sinks, a NaN query (its row is NaN)",
+         lambda rng: {**(a := _steps(rng, _qkv(rng, lead=(2,)), sinks=True)),
+                      "q": _set(a["q"], (1, 1, 0), np.nan)}),
+    Case("a sink of −inf (as if none; the reference decides)",
+         lambda rng: {**_qkv(rng, lead=(2,)), "sinks": np.array([-np.inf, 0.5]),
+                      "mask": _row_mask(3, 5, hidden_key=0)}),
+    Case("all three, grouped K/V heads, bias (H, 1, S)",
+         lambda rng: {**_steps(rng, {"q": rng.normal(size=(4, 3, 4)),
+                                     "k": rng.normal(size=(2, 5, 4)),
+                                     "v": rng.normal(size=(2, 5, 3))}, bias=(4, 1, 5), **ALL3),
+                      "mask": rng.random((3, 5)) > 0.4}),
+    Case("all three, NaN/inf in k, v and bias of masked keys", _garbage_with_steps),
+    Case("all three, one decoding row against a long cache",
+         lambda rng: _all3(rng, lead=(3,), L=1, S=700, causal=True)),
+    Case("all three, a large problem (tiles, threads), float32",
+         lambda rng: _all3(rng, lead=(2,), L=300, S=600, dtype=np.float32, causal=True)),
+    Case("bias and sinks, float64 tensors, causal",
+         lambda rng: {**_tensor_heads(rng, torch.float64, bias=(6, 7), sinks=True),
+                      "causal": True}),
+    Case("bias and sinks, bfloat16 tensors, a mask",
+         lambda rng: {**_tensor_heads(rng, torch.bfloat16, bias=(3, 1, 7), sinks=True),
+                      "mask": torch.tensor(_row_mask(6, 7, dead_row=2, hidden_key=0))}),
+    Case("all three, float32 tensors (softcap: the reference runs in torch)",
+         lambda rng: _tensor_heads(rng, torch.float32, softcap=2.0, bias=(6, 7), sinks=True)),
+    Case("bias of the wrong shape", lambda rng: _steps(rng, _qkv(rng), bias=(3, 4)),
+         (ValueError, r"bias must broadcast to the scores' shape \(\.\.\., L, S\) = \(3, 5\), "
+                      r"got shape \(3, 4\)")),
+    Case("a boolean bias", lambda rng: {**_qkv(rng), "bias": np.ones((3, 5), bool)},
+         (TypeError, r"bias must be a real floating array .* got dtype bool")),
+    Case("sinks of the wrong shape", lambda rng: {**_qkv(rng, lead=(2, 3)),
+                                                  "sinks": np.zeros(2)},
+         (ValueError, r"sinks must hold one logit per query head, shape \(3,\), for q of "
+                      r"shape \(2, 3, 3, 4\); got shape \(2,\)")),
+    Case("softcap = 0", lambda rng: {**_qkv(rng), "softcap": 0.0},
+         (ValueError, r"softcap must be finite and > 0, got 0.0")),
+    Case("softcap < 0, tensors", lambda rng: {**_tensors(rng, torch.float32), "softcap": -1},
+         (ValueError, r"softcap must be finite and > 0, got -1")),
 ]
 
 
@@ -270,3 +388,53 @@ def test_weights_of_a_nan_row_and_a_dead_row(backend):
     assert np.isnan(out[[0, 2]]).all() and (out[1] == 0).all()
     w = qkv.attention_weights(a["q"], a["k"], mask=a["mask"])
     assert np.isnan(w[[0, 2]]).all() and (w[1] == 0).all()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("steps", [{"bias": True, "sinks": True}, {"softcap": 1.5, "bias": True,
+                                                                   "sinks": True}])
+def test_masked_garbage_with_the_steps_gives_what_deleting_the_keys_gives(backend, steps):
+    a = _garbage_with_steps(np.random.default_rng(3))
+    if "softcap" not in steps:
+        del a["softcap"]
+    keep = [0, 2, 4]
+    out = qkv.attention(**a, backend=backend)
+    deleted = qkv.attention(a["q"], a["k"][keep], a["v"][keep], bias=a["bias"][:, keep],
+                            sinks=a["sinks"], softcap=a.get("softcap"), backend=backend)
+    assert np.isfinite(out).all()
+    np.testing.assert_allclose(out, deleted, rtol=0, atol=1e-6)
+
+
+ERRORS = [c for c in CASES if c.error is not None]
+
+
+@pytest.mark.parametrize("case", ERRORS, ids=[c.name for c in ERRORS])
+def test_every_backend_gives_the_same_error_message(case):
+    kwargs = case.make(np.random.default_rng(7))
+    messages = set()
+    for backend in dispatch.BACKENDS:
+        with pytest.raises(case.error[0]) as e:
+            qkv.attention(**kwargs, backend=backend)
+        messages.add(str(e.value))
+    assert len(messages) == 1, messages
+
+
+def test_softcap_on_torch_runs_the_reference_and_the_rest_runs_a_kernel():
+    from qkv.checks import problem
+    from qkv.kernels import fused
+
+    rng = np.random.default_rng(1)
+    big = _qkv(rng, L=200, S=200, lead=(2,))
+    t = {name: torch.tensor(a) for name, a in big.items()}
+    for steps in ({"softcap": 2.0}, {"bias": np.zeros((200, 200))}, {"sinks": np.ones(2)}):
+        numpy_kernel = "fused" if fused.available() else "blocked"
+        assert dispatch.choose("auto", problem(**big, **steps)) == numpy_kernel
+        assert dispatch.choose("blocked", problem(**big, **steps)) == "blocked"
+        torch_kernel = "reference" if "softcap" in steps else "torch"
+        assert dispatch.choose("auto", problem(**t, **steps)) == torch_kernel
+        assert dispatch.choose("torch", problem(**t, **steps)) == torch_kernel
+        assert dispatch.choose("torch", problem(**big, **steps)) == torch_kernel
+    # the documented fallback gives the reference's numbers, not an error
+    out = qkv.attention(**t, softcap=2.0, backend="torch")
+    want = qkv.attention(**t, softcap=2.0, backend="reference")
+    assert torch.equal(out, want)

@@ -69,3 +69,43 @@ def test_logsumexp_gradient_is_the_softmax():
     (g,) = torch.autograd.grad(qkv.steps.logsumexp(s).sum(), s)
     assert torch.allclose(g, torch.softmax(s, -1), rtol=0, atol=1e-15)
     assert np.allclose(qkv.steps.logsumexp(s).detach(), torch.logsumexp(s, -1).detach())
+
+
+@pytest.mark.parametrize("masking", ["none", "causal", "mask with a dead row"])
+@pytest.mark.parametrize("grouped", [False, True])
+def test_bias_and_sink_gradients_through_torch_equal_the_reference(masking, grouped):
+    g = torch.Generator().manual_seed(6)
+    H, G, L, S = 4, (2 if grouped else 4), 5, 6
+    q = torch.randn(2, H, L, 3, generator=g, dtype=torch.float64)
+    k, v = (torch.randn(2, G, S, 3, generator=g, dtype=torch.float64) for _ in range(2))
+    bias = torch.randn(H, L, S, generator=g, dtype=torch.float64)  # broadcasts over the batch
+    sinks = torch.randn(H, generator=g, dtype=torch.float64)
+    kwargs = {"causal": True} if masking == "causal" else {}
+    if masking == "mask with a dead row":
+        m = torch.rand(L, S, generator=g) > 0.3
+        m[1] = False  # the sink takes all of row 1's weight: z = 0, no gradient to its bias
+        kwargs["mask"] = m
+    inputs = [a.requires_grad_() for a in (q, k, v, bias, sinks)]
+    w = torch.randn(2, H, L, 3, generator=g, dtype=torch.float64)  # weighs every output
+
+    def grads(backend):
+        out = qkv.attention(*inputs[:3], bias=inputs[3], sinks=inputs[4], backend=backend,
+                            **kwargs)
+        return out, torch.autograd.grad((out * w).sum(), inputs)
+
+    (out, ours), (want, theirs) = grads("torch"), grads("reference")
+    assert torch.allclose(out, want, rtol=0, atol=1e-12)
+    for name, a, b in zip(("q", "k", "v", "bias", "sinks"), ours, theirs):
+        assert a.abs().sum() > 0, name
+        assert torch.allclose(a, b, rtol=0, atol=1e-10), (name, (a - b).abs().max())
+
+
+def test_gradcheck_through_torch_with_bias_and_sinks():
+    g = torch.Generator().manual_seed(8)
+    q, k, v = (torch.randn(2, 3, 2, generator=g, dtype=torch.float64) for _ in range(3))
+    bias = torch.randn(3, 3, generator=g, dtype=torch.float64)
+    sinks = torch.randn(2, generator=g, dtype=torch.float64)
+    torch.autograd.gradcheck(
+        lambda q, k, v, b, s: qkv.attention(q, k, v, bias=b, sinks=s, causal=True,
+                                            backend="torch"),
+        [a.requires_grad_() for a in (q, k, v, bias, sinks)])

@@ -33,14 +33,17 @@ def attention(q, k, v, *, mask=None, causal=False, scale=None, temperature=1.0,
     bias, ALiBi).
     sinks: one logit per query head, shape (H,), that joins each row's softmax, takes weight and
     adds no value (GPT-OSS): weights_j = e^s_j / (e^sink + Σ_k e^s_k); the trace keeps the
-    sink's weight as step "sink" (..., L, 1). These three run on the reference path.
+    sink's weight as step "sink" (..., L, 1). Order: tempered → capped → biased → masked.
+    Every backend computes these three with the same numbers, except that torch's SDPA cannot
+    soft-cap: ``softcap`` with torch inputs, or with backend="torch", runs the reference
+    (in torch, with autograd), never an error.
     Returns ``out``, or ``(out, trace)`` with ``return_trace=True``.
 
     backend: "reference" runs every step above and keeps them (the traced path); "blocked" is
     the same result by blocked online softmax in NumPy, never holding the (L, S) scores
     (``qkv.kernels.blocked``); "torch" calls torch's ``scaled_dot_product_attention``; "auto" (default)
     takes the reference for ``return_trace=True`` or small inputs, torch for torch tensors and
-    blocked otherwise (``qkv.kernels.dispatch``).
+    the fused (numba) or blocked kernel otherwise (``qkv.kernels.dispatch``).
     """
     p = checks.problem(q, k, v, mask=mask, causal=causal, scale=scale, temperature=temperature,
                        softcap=softcap, bias=bias, sinks=sinks)

@@ -4,12 +4,20 @@ For each block of query rows, keys are visited block by block while every row ke
 maximum m, a running sum ℓ and an unnormalised output a (FlashAttention's recurrence):
 
     s   = (q·c)·k_blockᵀ                  c = scale / τ, folded into q once
+    s   = cap·tanh(s / cap) + bias_tile   the optional steps "capped" and "biased", in place
     m'  = max(m, max_j s_j)               α = exp(m − m')
     ℓ'  = α·ℓ + Σ_j exp(s_j − m')         a' = α·a + exp(s − m')·v_block
     z   = a / ℓ   (0 where the row sees no key)
 
-When max|q_i|·max|k_j| (Cauchy–Schwarz) shows every score is small enough that exp cannot
-overflow or lose a row's largest term, m stays 0: no max, shift or rescale passes (α = 1).
+Sinks (one logit per query head) start each row at m = sink, ℓ = e^(sink − m) = 1, a = 0: the
+sink's term joins every row's denominator, is rescaled by α like the rest, and adds no value; a
+row that sees no key ends with a = 0, ℓ > 0, so z = 0 (the sink took all the weight). The bias
+is never copied whole: it stays a broadcast view of what was passed, and each tile adds its
+(rows × keys) slice.
+
+When max|q_i|·max|k_j| (Cauchy–Schwarz; or the cap, with softcap) shows every score is small
+enough that exp cannot overflow or lose a row's largest term, m stays 0: no max, shift or
+rescale passes (α = 1). A bias or sinks always take the shifted path.
 
 Only one (block_q, block_k) tile of scores exists at a time per worker. Key blocks that the
 causal mask hides entirely are skipped; fully visible ones are not masked at all. Query heads
@@ -40,12 +48,17 @@ PARALLEL_MIN = 1 << 23  # below this many score·feature products (~1 ms) one th
 
 
 def blocked_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature=1.0,
-                      block_q=BLOCK_Q, block_k=BLOCK_K, workers=None, plan=None):
-    """z = softmax(mask(q·kᵀ·scale/τ))·v by blocked online softmax, for validated NumPy inputs.
+                      softcap=None, bias=None, sinks=None, block_q=BLOCK_Q, block_k=BLOCK_K,
+                      workers=None, plan=None):
+    """z = softmax_sink(mask(cap(q·kᵀ·scale/τ) + bias))·v by blocked online softmax, for
+    validated NumPy inputs.
 
     q (..., [H,] L, d_k), k (..., [G,] S, d_k), v (..., [G,] S, d_v), one floating dtype, G
     dividing H (``qkv.attention`` checks all this). mask: boolean, broadcastable to
-    (..., H, L, S), or None. causal: None, "bottom-right" or "top-left". workers: threads
+    (..., H, L, S), or None. causal: None, "bottom-right" or "top-left". softcap: cap > 0 or
+    None (cap(s) = cap·tanh(s/cap)). bias: floating, broadcastable to (..., H, L, S) (never
+    copied whole: each tile reads its slice of the broadcast view), or None. sinks: one logit
+    per query head, (H, 1, 1) or (1, 1), joining each row's denominator, or None. workers: threads
     (default: one per CPU, or one for small problems). plan: the class that runs each tile
     (``_Plan`` by default; the fused kernel passes its own). Returns (..., [H,] L, d_v) in q's
     dtype, or None when a row that sees keys got no weight at all (every score it sees is −inf:
@@ -54,6 +67,8 @@ def blocked_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature
     work, dtype = (np.float64 if q.dtype == np.float64 else np.float32), q.dtype
     if q.dtype != work:
         q, k, v = (a.astype(work) for a in (q, k, v))  # scores, softmax and sums in float32
+    if bias is not None and bias.dtype != work:
+        bias = np.asarray(bias, dtype=work)  # the bias as given (not broadcast): small
     L, S, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     nd = max(q.ndim, k.ndim, v.ndim, 3)
     q4, k4, v4 = (padded(a, nd) for a in (q, k, v))  # (..., heads, length, features)
@@ -67,20 +82,25 @@ def blocked_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature
             "v": np.broadcast_to(v4, (*batch, G, S, d_v)),  # no copy
             "mask": None if mask is None else np.broadcast_to(
                 _split_heads(padded(np.asarray(mask), nd), G, r), (*batch, G, r, L, S)),
+            "bias": None if bias is None else np.broadcast_to(  # a view: no copy
+                _split_heads(padded(bias, nd), G, r), (*batch, G, r, L, S)),
+            "sinks": None if sinks is None else np.broadcast_to(
+                sink_grid(sinks, G, r, work), (*batch, G, r)),  # (..., G, r), a view
             "out": out})
         if workers is None:  # one per CPU, unless the work is too small to share
             small = units.count * r * L * S * (d_k + d_v) < PARALLEL_MIN
             workers = 1 if small else default_workers()
         plan = (plan or _Plan)(units.count, L, S, r, causal, block_q, block_k, workers,
-                     scale / temperature, work, d_k, d_v)
+                               scale / temperature, work, d_k, d_v)
+        plan.softcap = softcap
+        names = ("q", "k", "v", "mask", "bias", "sinks", "out")
         items = [(u0, u1, rows) for u0, u1 in plan.unit_chunks() for rows in plan.row_blocks()]
         items.sort(key=lambda item: -plan.cost(item[2]))  # longest first: no thread idles late
 
         def run(item):
             u0, u1, rows = item
             with np.errstate(invalid="ignore", over="ignore"):  # non-finite: see dispatch
-                plan.tile(*(units.take(name, u0, u1) for name in ("q", "k", "v", "mask", "out")),
-                          rows)
+                plan.tile(*(units.take(name, u0, u1) for name in names), rows)
 
         workers = min(workers, len(items))
         try:
@@ -128,6 +148,8 @@ class _Plan:
             self.u = max(1, min(block_q // self.n, -(-U // max(1, workers))))
         self.bk = max(1, min(S, max(block_k, block_q * block_k // (self.u * self.n))))
         self.buffers = {}  # thread id -> that thread's tile buffers
+        self.softcap = None  # cap > 0 when the scores are soft-capped (set by the caller)
+        self.log_base = 1.0  # scores in natural-log units (the fused plan uses log₂)
 
     def unit_chunks(self):
         return [(u0, min(u0 + self.u, self.U)) for u0 in range(0, self.U, self.u)]
@@ -160,9 +182,11 @@ class _Plan:
         return [(j0, min(j0 + bk, j_full), False) for j0 in range(0, j_full, bk)] + \
             [(j0, min(j0 + bk, j_end), True) for j0 in range(j_full, j_end, bk)]
 
-    def start(self, q_u, rows):
+    def start(self, q_u, rows, sink_u=None):
         """A tile's starting state: this thread's buffers, its query rows times the factor
-        (scale/τ), and the running max m = −∞, sum ℓ = 0 and output a = 0 per row."""
+        (scale/τ), and per row the running max m = −∞, sum ℓ = 0 and output a = 0; with sinks,
+        m = the row's sink logit and ℓ = e^(sink − m) = 1 (the sink's term, rescaled like every
+        other as m grows; it adds nothing to a)."""
         h0, h1, i0, i1 = rows
         u, n = q_u.shape[0], (h1 - h0) * (i1 - i0)
         buf = self._buffers()
@@ -170,22 +194,27 @@ class _Plan:
         # (u, h1-h0, i1-i0, d_k) -> (u, n, d_k): the tile's rows, times the factor
         np.multiply(q_u[:, h0:h1, i0:i1].reshape(u, n, self.d_k), self.factor, out=qs,
                     casting="same_kind")
-        m = np.full((u, n), -np.inf, dtype=self.dtype)  # running max per row
-        ell = np.zeros((u, n), dtype=self.dtype)  # running sum per row
+        if sink_u is None:
+            m = np.full((u, n), -np.inf, dtype=self.dtype)  # running max per row
+            ell = np.zeros((u, n), dtype=self.dtype)  # running sum per row
+        else:  # (u, h1-h0) -> (u, n): each head's logit for its i1-i0 rows, in the score units
+            m = np.repeat(sink_u[:, h0:h1] * self.log_base, i1 - i0, axis=1).astype(self.dtype)
+            ell = np.ones((u, n), dtype=self.dtype)
         acc = np.zeros((u, n, self.d_v), dtype=self.dtype)  # unnormalised output
         return buf, qs, m, ell, acc
 
-    def tile(self, q_u, k_u, v_u, m_u, out_u, rows):
+    def tile(self, q_u, k_u, v_u, m_u, b_u, sink_u, out_u, rows):
         """Run the recurrence for query rows ``rows`` of u units; write z into out_u.
 
-        q_u (u, r, L, d_k), k_u (u, S, d_k), v_u (u, S, d_v), m_u (u, r, L, S) or None,
-        out_u (u, r, L, d_v).
+        q_u (u, r, L, d_k), k_u (u, S, d_k), v_u (u, S, d_v), m_u (u, r, L, S) or None, b_u
+        (u, r, L, S) or None (a broadcast view), sink_u (u, r) or None, out_u (u, r, L, d_v).
         """
         h0, h1, i0, i1 = rows
-        buf, qs, m, ell, acc = self.start(q_u, rows)
+        buf, qs, m, ell, acc = self.start(q_u, rows, sink_u)
         u, n = qs.shape[:2]
         pos = np.tile(np.arange(i0, i1), h1 - h0)  # (n,) each row's query position
-        fixed = n >= FIXED_MIN_ROWS and self._score_bound(qs, k_u) <= QUIET[self.dtype]
+        fixed = (n >= FIXED_MIN_ROWS and b_u is None and sink_u is None
+                 and self._quiet(qs, k_u))
         for j0, j1, diagonal in self.key_blocks(i0, i1):
             hidden = self._hidden(m_u, rows, j0, j1, diagonal, pos)
             if hidden is True:
@@ -193,6 +222,7 @@ class _Plan:
             s = buf.s[: u * n * (j1 - j0)].reshape(u, n, j1 - j0)
             # (u, n, d_k) @ (u, d_k, bk) -> (u, n, bk)
             np.matmul(qs, k_u[:, j0:j1].transpose(0, 2, 1), out=s)
+            self._cap_and_bias(s, b_u, rows, j0, j1)
             if hidden is not None:
                 np.copyto(s, -np.inf, where=hidden)
             if not fixed:  # shift by the running max; rescale what was summed before
@@ -214,6 +244,24 @@ class _Plan:
         acc[dead] = 0.0
         # (u, n, d_v) -> (u, h1-h0, i1-i0, d_v)
         out_u[:, h0:h1, i0:i1] = acc.reshape(u, h1 - h0, i1 - i0, self.d_v)
+
+    def _cap_and_bias(self, s, b_u, rows, j0, j1):
+        """In place on the tile's scores s (u, n, j1-j0): capped = cap·tanh(s/cap), then
+        biased = capped + the bias tile (a slice of the broadcast view, added as it is)."""
+        if self.softcap is not None:
+            softcap_in_place(s, self.softcap)
+        if b_u is not None:
+            h0, h1, i0, i1 = rows
+            s4 = s.reshape(s.shape[0], h1 - h0, i1 - i0, j1 - j0)  # a view of the buffer
+            np.add(s4, b_u[:, h0:h1, i0:i1, j0:j1], out=s4)  # (u or 1, h, i, bk) broadcasts
+
+    def _quiet(self, qs, k_u):
+        """Whether every score is small enough for the unshifted path (see _score_bound); a
+        softcap bounds |capped| by cap whatever the inputs (a NaN bound stays unquiet)."""
+        bound = self._score_bound(qs, k_u)
+        if self.softcap is not None and bound == bound:  # not NaN
+            bound = min(bound, self.softcap)
+        return bound <= QUIET[self.dtype]
 
     @staticmethod
     def _score_bound(qs, k_u):
@@ -298,6 +346,20 @@ def _flat_view(a, n):
     if any(outer != inner * size for (_, outer), (size, inner) in zip(axes, axes[1:])):
         return None
     return a.reshape(math.prod(a.shape[:n]), *a.shape[n:])  # a view: the strides line up
+
+
+def softcap_in_place(s, cap):
+    """s = cap·tanh(s / cap), in place (a tile of scores; NumPy's vectorised tanh)."""
+    np.multiply(s, 1.0 / cap, out=s)
+    np.tanh(s, out=s)
+    np.multiply(s, cap, out=s)
+
+
+def sink_grid(sinks, G, r, dtype):
+    """Sink logits (H, 1, 1) or (1, 1) as (G, r): query head g·r + h of K/V head g; (1, 1) when
+    one logit serves every head."""
+    flat = np.asarray(sinks, dtype=dtype).reshape(-1)  # (H,) or (1,)
+    return flat.reshape(G, r) if flat.size == G * r else flat.reshape(1, 1)
 
 
 def padded(a, nd):

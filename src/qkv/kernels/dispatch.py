@@ -8,12 +8,20 @@
                tensors; fused for NumPy arrays when numba is installed (also for one-query
                decoding steps of any size), else blocked
 
+The optional steps (softcap, bias, sinks) run in every kernel, with the reference's order
+(tempered → capped → biased → masked → softmax with the sink in each row's denominator) and
+numbers, with one exception: torch's SDPA has no place for soft-capping, so torch inputs with
+``softcap`` (under "auto", and also when backend="torch" is asked for explicitly, with NumPy
+or torch inputs) run the reference, which computes in torch and keeps autograd: the same
+numbers, never an error. The fused kernel computes all three inside its compiled tile pass;
+with any of them a decoding step takes that tile pass instead of its decode loop.
+
 Inputs arrive checked (``checks.problem``), so bad input gets the same error whichever path
 runs, and every kernel keeps the reference's conventions (mask True = may attend, causal
-alignment, a row that sees no key gives 0). Where a kernel's answer is not finite (a NaN or
+alignment, a row that sees no key gives 0, also with sinks: the sink takes all its weight). Where a kernel's answer is not finite (a NaN or
 ±inf input, garbage at a masked key, an overflow), ``run`` returns None and the caller runs the
-reference, whose steps decide: NaN rows, or the overflow error. The common path pays one
-finiteness check of the output.
+reference, whose steps decide: NaN rows, or the overflow error; the same for a sink logit that
+is ±inf or NaN. The common path pays one finiteness check of the output.
 """
 
 from __future__ import annotations
@@ -44,8 +52,6 @@ def choose(backend, p: Problem, *, return_trace=False) -> str:
             raise ValueError(f"return_trace=True needs every step, which only the reference "
                              f"path keeps: use backend='auto' or 'reference', got {backend!r}")
         return "reference"
-    if p.softcap is not None or p.bias is not None or p.sinks is not None:
-        return "reference"  # soft-capping, a bias and sinks are steps only the reference has
     torch_in = any(is_torch_array(a) for a in (p.q, p.k, p.v))
     if backend in ("blocked", "fused") and torch_in:
         raise TypeError(f"backend={backend!r} runs on NumPy arrays, got torch tensors; use "
@@ -56,6 +62,8 @@ def choose(backend, p: Problem, *, return_trace=False) -> str:
     if backend == "torch" or backend == "auto" and torch_in:
         if 0 in (*p.q.shape, *p.k.shape, *p.v.shape):
             return "reference"  # torch refuses empty sizes: the reference's answer is exact
+        if p.softcap is not None:
+            return "reference"  # SDPA has no step between the scores and the mask
         return "torch"
     if backend != "auto":
         return backend
@@ -73,9 +81,15 @@ def run(name: str, p: Problem):
     when the kernel cannot vouch for its answer (see above): then the reference decides."""
     kernel = {"blocked": blocked_attention, "fused": fused.fused_attention,
               "torch": torch_attention}[name]
+    if p.sinks is not None and not _all_finite(p.sinks):
+        return None  # a ±inf or NaN sink logit: the reference's steps decide
     out = kernel(p.q, p.k, p.v, mask=p.mask, causal=p.causal, scale=p.scale,
-                 temperature=p.temperature)
+                 temperature=p.temperature, softcap=p.softcap, bias=p.bias, sinks=p.sinks)
     if out is None:
         return None
-    xp = steps.namespace(out)
-    return out if bool(xp.all(xp.isfinite(out))) else None
+    return out if _all_finite(out) else None
+
+
+def _all_finite(a) -> bool:
+    xp = steps.namespace(a)
+    return bool(xp.all(xp.isfinite(a)))

@@ -15,6 +15,16 @@ The causal diagonal costs nothing extra: each row's loop stops at its last visib
 one-query step against a cache (decoding) runs as one compiled loop per K/V head that reads
 each key and value once for all the query heads that share it (``_decode``).
 
+The optional steps: the bias is added inside the compiled pass, before the row max, on the
+keys a row may see (+ bias·log₂e from the tile's slice of the broadcast bias, an extra
+argument, a view). Sinks start each row at m = sink·log₂e, ℓ = 1 (the blocked kernel's
+``start``). Soft-capping is cap₂·tanh(s/cap₂) with cap₂ = cap·log₂e (the natural-unit formula in
+log₂ units), done on the tile by NumPy's vectorised tanh just before the compiled pass: a tanh
+inside the numba loop (libm's, or a rational fit that vectorises) measured slower (softcap +
+sinks, causal 8×2048×64 float32: 34 ms with NumPy's tanh, 50 ms with the rational fit, 97 ms
+with libm's; ``benchmarks/optional_steps.py``) and less exact. With any of the three, decoding
+steps take the tile pass too (the decode loop has none of them).
+
 Contract (``qkv.attention``'s): mask True = may attend; causal bottom-right or top-left; a row
 that sees no key gives 0; float16 runs in float32; a masked key's k and v never reach a result
 (its score is never read and its value row is left out of p·v when it holds a non-finite
@@ -50,11 +60,13 @@ def available() -> bool:
 
 
 def fused_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature=1.0,
-                    workers=None):
-    """z = softmax(mask(q·kᵀ·scale)/τ)·v with a compiled pass per tile, for validated NumPy
-    inputs: q (..., [H,] L, d_k), k (..., [G,] S, d_k), v (..., [G,] S, d_v), G dividing H;
-    mask boolean broadcastable to (..., H, L, S) or None; causal None, "bottom-right" or
-    "top-left". Returns (..., [H,] L, d_v) in q's dtype (float16 computed in float32)."""
+                    softcap=None, bias=None, sinks=None, workers=None):
+    """z = softmax_sink(mask(cap(q·kᵀ·scale/τ) + bias))·v with a compiled pass per tile, for
+    validated NumPy inputs: q (..., [H,] L, d_k), k (..., [G,] S, d_k), v (..., [G,] S, d_v),
+    G dividing H; mask boolean broadcastable to (..., H, L, S) or None; causal None,
+    "bottom-right" or "top-left"; softcap, bias, sinks as ``blocked_attention`` takes them
+    (with any of them, decoding steps take the tile path too). Returns (..., [H,] L, d_v) in
+    q's dtype (float16 computed in float32)."""
     dtype, work = q.dtype, (np.float64 if q.dtype == np.float64 else np.float32)
     q, k, v = (a if a.dtype == work else a.astype(work) for a in (q, k, v))  # float16: float32
     L, S, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
@@ -62,11 +74,13 @@ def fused_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature=1
     nd = max(q.ndim, k.ndim, v.ndim, 3)
     q4, k4, v4 = (blocked.padded(a, nd) for a in (q, k, v))
     G, r = blocked.head_groups(q4.shape[-3], k4.shape[-3], v4.shape[-3])
-    if r * L > DECODE_ROWS:
+    extras = softcap is not None or bias is not None or sinks is not None
+    if r * L > DECODE_ROWS or extras:
         # masked keys (a mask, or the causal diagonal) may hold anything: check v once
         finite = (mask is None and causal is None) or bool(np.isfinite(v).all())
         out = blocked.blocked_attention(q, k, v, mask=mask, causal=causal, scale=scale,
-                                        temperature=temperature, workers=workers,
+                                        temperature=temperature, softcap=softcap, bias=bias,
+                                        sinks=sinks, workers=workers,
                                         plan=functools.partial(_FusedPlan, finite_v=finite))
         return out if out is None or out.dtype == dtype else out.astype(dtype)
     batch = np.broadcast_shapes(q4.shape[:-3], k4.shape[:-3], v4.shape[:-3])
@@ -108,17 +122,19 @@ class _FusedPlan(blocked._Plan):
     def __init__(self, *args, finite_v: bool, **kwargs):
         super().__init__(*args, **kwargs)
         self.factor *= LOG2E  # scores in log₂ units
+        self.log_base = LOG2E  # sink logits too
         self.finite_v = finite_v  # False: some value is NaN/inf, and may sit in a masked key
 
-    def tile(self, q_u, k_u, v_u, m_u, out_u, rows):
+    def tile(self, q_u, k_u, v_u, m_u, b_u, sink_u, out_u, rows):
         """The blocked recurrence for rows ``rows`` of u units (shapes as ``_Plan.tile``)."""
         h0, h1, i0, i1 = rows
-        buf, qs, m, ell, acc = self.start(q_u, rows)  # m in log₂ units
+        buf, qs, m, ell, acc = self.start(q_u, rows, sink_u)  # m in log₂ units
         u, n = qs.shape[:2]
         pos = np.tile(np.arange(i0, i1), h1 - h0)  # (n,) each row's query position
         kernels = _kernels()
         fused = kernels["tile32" if self.dtype == np.float32 else "tile64"]
         no_mask = np.ones((1, 1, 1), dtype=bool)
+        no_bias = np.zeros((1, 1, 1, 1), dtype=self.dtype)
         for j0, j1, diagonal in self.key_blocks(i0, i1):
             seen = no_mask
             if m_u is not None:  # (u, h1-h0, i1-i0, bk) -> (u, n, bk)
@@ -127,8 +143,12 @@ class _FusedPlan(blocked._Plan):
                     continue
             s = buf.s[: u * n * (j1 - j0)].reshape(u, n, j1 - j0)
             np.matmul(qs, k_u[:, j0:j1].transpose(0, 2, 1), out=s)  # (u, n, d_k) @ (u, d_k, bk)
+            # (u, h1-h0, i1-i0, bk): the tile's slice of the broadcast bias, a view
+            bias = no_bias if b_u is None else b_u[:, h0:h1, i0:i1, j0:j1]
+            if self.softcap is not None:  # NumPy's SIMD tanh: see the module docstring
+                blocked.softcap_in_place(s, self.softcap * LOG2E)
             partial = fused(s, m, ell, acc, pos, j0, diagonal, self.offset or 0, seen,
-                            m_u is not None)
+                            m_u is not None, bias, b_u is not None)
             pv = buf.pv[: u * n * self.d_v].reshape(u, n, self.d_v)
             vb = v_u[:, j0:j1]  # (u, bk, d_v)
             if partial and not self.finite_v:  # keep masked values' NaN/inf out of p·v

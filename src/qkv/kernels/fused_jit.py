@@ -117,16 +117,19 @@ def _row_update(row, hi, seen_row, has_mask, m_old, lanes):
 
 
 @numba.njit(**OPTS)
-def tile(s, m, ell, acc, pos, j0, diagonal, offset, seen, has_mask):
+def tile(s, m, ell, acc, pos, j0, diagonal, offset, seen, has_mask, bias, has_bias):
     """One tile of the blocked recurrence after s = q·kᵀ, in place.
 
     s (u, n, bk) log₂-unit scores -> p; m, ell (u, n) running max and sum; acc (u, n, d_v)
     rescaled by 2^(m − m'); pos (n,) query positions; on a ``diagonal`` tile row i sees keys
-    j0 + j ≤ pos[i] + offset; seen (u, n, bk) the mask when has_mask. Returns whether some
-    score of the tile was masked (its p is 0)."""
+    j0 + j ≤ pos[i] + offset; seen (u, n, bk) the mask when has_mask; bias (u, h, n/h, bk) in
+    natural units, added (times log₂e) to the keys a row may see first, when has_bias. Returns
+    whether some score of the tile was masked (its p is 0)."""
     u, n, bk = s.shape
     lanes = np.empty(16, s.dtype)
     partial = has_mask
+    log2e = _like(lanes[0], 1.4426950408889634)  # in s's dtype
+    per_head = bias.shape[2]
     for a in range(u):
         sa = seen[a] if has_mask else seen[0]
         for i in range(n):
@@ -135,6 +138,10 @@ def tile(s, m, ell, acc, pos, j0, diagonal, offset, seen, has_mask):
                 hi = min(bk, max(0, pos[i] + offset - j0 + 1))
                 partial = partial or hi < bk
             row = s[a, i]
+            if has_bias:  # the step "biased": the row's slice of the bias
+                b_row = bias[a, i // per_head, i % per_head]
+                for j in range(hi):
+                    row[j] += b_row[j] * log2e
             m_new, alpha, total = _row_update(row, hi, sa[i if has_mask else 0], has_mask,
                                              m[a, i], lanes)
             for j in range(hi, bk):
