@@ -84,5 +84,5 @@ def test_an_unreachable_hub_is_one_line(monkeypatch, tmp_path):
 def test_a_spec_that_is_no_name_directory_or_id_says_what_is_expected(offline, spec):
     result = invoke("explain", "--model", spec, "--text", TEXT)
     assert result.exit_code == 2, result.output
-    assert f"unknown model {spec!r}: expected one of" in result.output
+    assert f"unknown model {spec!r}; choose one of" in result.output
     assert "or a hub id (owner/name)" in result.output

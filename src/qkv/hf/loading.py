@@ -36,7 +36,7 @@ def locate(spec: str, *, allow_pickle: bool = False) -> Path:
             raise ValueError(f"{spec} is a directory without config.json; model must be {KINDS}")
         return path
     if not HUB_ID.fullmatch(spec) or path.exists():
-        raise ValueError(f"unknown model {spec!r}: expected {KINDS}")
+        raise ValueError(f"unknown model {spec!r}; choose {KINDS}")
     return _snapshot(spec, allow_pickle=allow_pickle)
 
 
