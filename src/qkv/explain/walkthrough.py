@@ -14,63 +14,15 @@ import math
 
 import numpy as np
 
-from qkv.steps import entropy, kv_head
 from qkv.explain.format import (Formula, Section, Table, render_markdown, render_plain, render_rich,
                                 section)
+from qkv.explain.numbers import ROUNDED, dot_terms, equals, factor, fmt, rounded_sum, vec
+from qkv.steps import entropy, kv_head
 
 __all__ = ["walkthrough", "Section", "Table", "render_plain", "render_markdown", "render_rich",
            "fmt", "vec", "dot_terms", "labels", "visible", "select_label", "ROUNDED"]
 
-ROUNDED = ("≈: the terms are shown rounded, so they may not add up to the total exactly; the "
-           "total adds their unrounded values")
-
 FULL_MATRIX_MAX = 36  # matrices with at most this many entries are printed in full
-
-
-def fmt(x: float, digits: int = 2) -> str:
-    """A number as the walkthrough prints it: fixed decimals, -inf for masked scores."""
-    x = float(x)
-    if x == -math.inf:
-        return "-inf"
-    if x == math.inf:
-        return "inf"
-    if math.isnan(x):
-        return "nan"
-    text = f"{x:.{digits}f}"
-    return text[1:] if text.startswith("-") and float(text) == 0 else text  # no "-0.00"
-
-
-def vec(a, digits: int = 2, limit: int = 8) -> str:
-    """A vector as [a, b, c], abbreviated with … past ``limit`` entries."""
-    a = np.asarray(a).ravel()
-    items = [fmt(e, digits) for e in a[:limit]]
-    if a.size > limit:
-        items.append(f"… ({a.size} in all)")
-    return "[" + ", ".join(items) + "]"
-
-
-def _factor(b: float, digits: int) -> str:
-    text = fmt(b, digits)
-    return f"({text})" if text.startswith("-") else text
-
-
-def equals(shown: float | None, total: float, digits: int = 2) -> str:
-    """" = total", or " ≈ total" when ``shown`` (what the rounded terms on the page add up to)
-    rounds to something else; None: the terms are abbreviated, so there is nothing to check."""
-    text = fmt(total, digits)
-    return f" ≈ {text}" if shown is not None and fmt(shown, digits) != text else f" = {text}"
-
-
-def dot_terms(q, k, digits: int = 2, limit: int = 8) -> str:
-    """q·k written out term by term: 1.00×0.50 + 0.20×(-1.00) + … = 0.71 (≈ where the rounded
-    factors shown multiply and add up to something else)."""
-    pairs = list(zip(np.ravel(q), np.ravel(k)))
-    shown = [(float(fmt(a, digits)), float(fmt(b, digits))) for a, b in pairs[:limit]]
-    terms = [f"{fmt(a, digits)}×{_factor(b, digits)}" for a, b in pairs[:limit]]
-    if len(pairs) > limit:
-        terms.append("…")
-    exact = sum(a * b for a, b in shown) if len(pairs) <= limit else None
-    return " + ".join(terms) + equals(exact, np.dot(np.ravel(q), np.ravel(k)), digits)
 
 
 def visible(token: str) -> str:
@@ -320,10 +272,10 @@ def _softmax(trace, i, rows, cols, pick, mask_row):
     blocks.append(table)
     if live:
         blocks.append(Formula(f"weight = e^(masked − max) ÷ Σ e^(masked − max) = e^(…) ÷ "
-                              f"{fmt(e.sum(), 3)}" + _rounded_sum(e, "e^ values")
+                              f"{fmt(e.sum(), 3)}" + rounded_sum(e, "e^ values")
                               + f"   (max = {fmt(top)}; subtracting it changes nothing but "
                               f"keeps e^ from overflowing)"))
-        blocks.append(Formula(f"sum of weights = {fmt(w.sum(), 3)}" + _rounded_sum(w, "weights")))
+        blocks.append(Formula(f"sum of weights = {fmt(w.sum(), 3)}" + rounded_sum(w, "weights")))
         ent = float(entropy(w))
         blocks.append(Formula(f"entropy = -Σ w·ln w = {fmt(ent, 3)} nats; effective number of "
                               f"attended tokens = exp(entropy) = {fmt(math.exp(ent))} of "
@@ -333,16 +285,6 @@ def _softmax(trace, i, rows, cols, pick, mask_row):
     else:
         blocks.append(f"every key is masked for {me}: its weights are all 0 and its output is 0")
     return section("4. scaled → tempered → masked → weights (softmax)", *blocks)
-
-
-def _rounded_sum(a, what: str, digits: int = 3) -> str:
-    """"" when the column of ``a`` shown with ``digits`` decimals adds up to the sum shown, else a
-    note saying that the values shown are rounded and what they add up to."""
-    shown = sum(float(fmt(e, digits)) for e in np.ravel(a))
-    if fmt(shown, digits) == fmt(np.sum(a), digits):
-        return ""
-    return (f" (the {what} shown are rounded to {digits} decimals: they add up to "
-            f"{fmt(shown, digits)})")
 
 
 def _mix(trace, i, rows, cols, pick, pick_kv, head):
@@ -359,7 +301,7 @@ def _mix(trace, i, rows, cols, pick, pick_kv, head):
     blocks = ["each key hands back its value v, scaled by its weight:", table,
               "z adds those rows up, one dimension at a time:"]
     for d in range(min(d_v, 8)):
-        parts = " + ".join(_factor(t, 2) for t in terms[:, d]) if S <= 12 else "…"
+        parts = " + ".join(factor(t, 2) for t in terms[:, d]) if S <= 12 else "…"
         shown = sum(float(fmt(t)) for t in terms[:, d]) if S <= 12 else None
         blocks.append(Formula(f"z[{d}] = {parts}{equals(shown, z[d])}"))
     if d_v > 8:
