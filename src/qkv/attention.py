@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from qkv import checks, steps
 from qkv.kernels import dispatch
-from qkv.trace import Trace
+from qkv.trace import Trace, to_numpy
 
 
 def attention(q, k, v, *, mask=None, causal=False, scale=None, temperature=1.0,
@@ -106,4 +106,6 @@ def traced_steps(p: checks.Problem):
     }
     if p.softcap is not None:
         settings["softcap"] = p.softcap
+    if p.sinks is not None:  # the logits, one per query head (or one for all): JSON numbers
+        settings["sinks"] = [float(x) for x in to_numpy(p.sinks).reshape(-1)]
     return kept, settings

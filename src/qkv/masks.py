@@ -29,6 +29,22 @@ def causal(L: int, S: int | None = None, align: str = "bottom-right") -> np.ndar
     return j <= i + offset  # (L, S)
 
 
+def alibi(L: int, S: int | None = None, slope: float = 0.5) -> np.ndarray:
+    """ALiBi's position bias, shape (L, S): bias[i, j] = −slope·|pos_i − j|, the queries being
+    the last L of the S positions (pos_i = i + S − L, as ``causal``'s bottom-right alignment).
+    Added to the scores (``bias=``), it makes far keys less likely without a hard mask; with a
+    causal mask it is ALiBi's −m·(i − j) (Press et al., BLOOM, MPT). slope ≥ 0, finite."""
+    S = L if S is None else S
+    _check_size("L", L)
+    _check_size("S", S)
+    if isinstance(slope, bool) or not isinstance(slope, (int, float, np.floating, np.integer)):
+        raise TypeError(f"slope must be a number ≥ 0, got {slope!r}")
+    if not (np.isfinite(slope) and slope >= 0):
+        raise ValueError(f"slope must be finite and ≥ 0, got {slope}")
+    pos = np.arange(L)[:, None] + (S - L)  # (L, 1)
+    return -float(slope) * np.abs(pos - np.arange(S)[None, :])  # (L, S)
+
+
 def padding(lengths, S: int) -> np.ndarray:
     """Key-padding mask of shape (B, 1, S): key j of sequence b is real when j < lengths[b].
 

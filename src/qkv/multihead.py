@@ -117,10 +117,12 @@ class MultiHeadAttention:
     # ---- forward -----------------------------------------------------------------------------
 
     def __call__(self, x, context=None, *, mask=None, causal=False, scale=None,
-                 temperature=1.0, cache=None, return_trace=False, backend="auto"):
+                 temperature=1.0, cache=None, return_trace=False, backend="auto", softcap=None,
+                 bias=None, sinks=None):
         """out = Σ_h z_h·W_O^h + b_O for x (..., L, d_model).
 
-        mask, causal, scale (default 1/√d_head), temperature: as in ``qkv.attention``.
+        mask, causal, scale (default 1/√d_head), temperature, softcap, bias, sinks: as in
+        ``qkv.attention``.
 
         context (..., S, d_model): keys and values come from it (cross-attention).
         cache: a ``KVCache``; this call's K/V are appended and attention runs over all of them.
@@ -143,7 +145,7 @@ class MultiHeadAttention:
         if cache is not None:
             k, v = cache.update(k, v)
         p = checks.problem(q, k, v, mask=mask, causal=causal, scale=scale,
-                           temperature=temperature)
+                           temperature=temperature, softcap=softcap, bias=bias, sinks=sinks)
         name = dispatch.choose(backend, p, return_trace=return_trace)
         z = None if name == "reference" else dispatch.run(name, p)  # (..., n_heads, L, d_head)
         if z is not None:  # else the reference decides: NaN rows or the overflow error

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from qkv import masks
 from qkv.attention import attention
 from qkv.multihead import MultiHeadAttention
 from qkv.trace import Trace
@@ -55,14 +56,23 @@ class Scene:
         raise ValueError(f"token {token!r} is not in scene {self.name!r}; choose one of "
                          f"{list(self.tokens)} or an index 0-{len(self.tokens) - 1}")
 
-    def trace(self, *, temperature: float = 1.0, scaled: bool | None = None, causal=False
-              ) -> Trace:
-        """Run the scene through the engine and return the full trace (x, q, k, v, ... out)."""
+    def trace(self, *, temperature: float = 1.0, scaled: bool | None = None, causal=False,
+              softcap: float | None = None, sink: float | None = None,
+              alibi: float | None = None) -> Trace:
+        """Run the scene through the engine and return the full trace (x, q, k, v, ... out).
+
+        softcap (> 0): Gemma 2's soft-capping, step "capped"; sink: one sink logit for every
+        head (GPT-OSS), step "sink"; alibi (a slope ≥ 0): the bias ``masks.alibi``, step
+        "biased". None leaves the step out."""
         scaled = self.scaled if scaled is None else scaled
+        L = len(self.tokens)
+        extra = {"softcap": softcap,
+                 "bias": None if alibi is None else masks.alibi(L, L, alibi),  # (L, L)
+                 "sinks": None if sink is None else np.asarray(float(sink))}
         if self.W_O is None:
             q, k, v = self.x @ self.W_Q, self.x @ self.W_K, self.x @ self.W_V  # (L, d)
             _, tr = attention(q, k, v, scale=None if scaled else 1.0, temperature=temperature,
-                              causal=causal, return_trace=True)
+                              causal=causal, return_trace=True, **extra)
             tr.steps = {"x": self.x, **tr.steps}
         else:
             if not scaled:
@@ -70,7 +80,7 @@ class Scene:
                                  "1/√d_head")
             mha = MultiHeadAttention.from_weights(self.W_Q, self.W_K, self.W_V, self.W_O,
                                                   self.b_O)
-            _, tr = mha(self.x, temperature=temperature, causal=causal, return_trace=True)
+            _, tr = mha(self.x, temperature=temperature, causal=causal, return_trace=True, **extra)
         tr.tokens = list(self.tokens)
         return tr
 

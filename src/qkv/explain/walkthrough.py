@@ -16,8 +16,9 @@ import numpy as np
 
 from qkv.explain.format import (Formula, Section, Table, render_markdown, render_plain, render_rich,
                                 section)
-from qkv.explain.numbers import ROUNDED, dot_terms, equals, factor, fmt, rounded_sum, vec
-from qkv.steps import entropy, kv_head
+from qkv.explain.numbers import ROUNDED, dot_terms, equals, factor, fmt, vec
+from qkv.explain.softmax_section import is_default_scale, softmax_section, tau_text
+from qkv.steps import kv_head
 
 __all__ = ["walkthrough", "Section", "Table", "render_plain", "render_markdown", "render_rich",
            "fmt", "vec", "dot_terms", "labels", "visible", "select_label", "ROUNDED"]
@@ -119,12 +120,13 @@ def walkthrough(trace, i: int, *, head: int | None = None, weights: dict | None 
                                 f"selected query: {me} (position {i})"))
     sections.append(_projections(trace, i, rows, cols, where, pick, pick_kv, weights, head))
     sections.append(_scores(trace, i, rows, cols, pick, pick_kv, mask_row))
-    sections.append(_softmax(trace, i, rows, cols, pick, mask_row))
+    sections.append(softmax_section(trace, i, rows, cols, pick, mask_row, head))
     sections.append(_mix(trace, i, rows, cols, pick, pick_kv, head))
     if heads and "head_out" in trace:
         sections.append(_heads(trace, i, rows))
 
-    sections.append(Section("formula", tuple(Formula(line) for line in formula(s))))
+    sections.append(Section("formula", tuple(Formula(line)
+                                             for line in formula(s, biased="biased" in trace))))
     return [_with_note(sec) for sec in sections]
 
 
@@ -135,30 +137,32 @@ def _with_note(sec: Section) -> Section:
     return section(sec.title, *sec.blocks, ROUNDED)
 
 
-def formula(s: dict) -> list[str]:
-    """The one-line formula filled with a trace's shapes, scale and τ (and the head sum)."""
+def formula(s: dict, *, biased: bool = False) -> list[str]:
+    """The one-line formula filled with a trace's shapes, scale and τ (and the head sum), with
+    soft-capping, a bias (``biased``) and a sink when the trace has them."""
     L, S, d_k, d_v, tau = s["L"], s["S"], s["d_k"], s["d_v"], s["temperature"]
     shape = f"Q ({L}×{d_k}), K ({S}×{d_k}), V ({S}×{d_v})"
-    if _is_default_scale(s):
-        head = f"softmax(mask(QKᵀ/√d_k/τ))·V with {shape}, √d_k = {fmt(math.sqrt(d_k), 3)}"
+    inner = "QKᵀ/√d_k/τ" if is_default_scale(s) else "QKᵀ·c/τ"
+    if s.get("softcap") is not None:
+        inner = f"cap·tanh({inner} ÷ cap)"
+    if biased:
+        inner = f"{inner} + B"
+    softmax = "softmax₊sink" if s.get("sinks") else "softmax"
+    if is_default_scale(s):
+        head = f"{softmax}(mask({inner}))·V with {shape}, √d_k = {fmt(math.sqrt(d_k), 3)}"
     else:
-        head = (f"softmax(mask(QKᵀ·c/τ))·V with {shape}, c = {fmt(s['scale'], 3)} in place of "
+        head = (f"{softmax}(mask({inner}))·V with {shape}, c = {fmt(s['scale'], 3)} in place of "
                 f"1/√d_k")
+    extra = [f"cap = {fmt(s['softcap'], 3)}" if s.get("softcap") is not None else "",
+             "B: the bias" if biased else "",
+             "softmax₊sink: a sink logit joins each row's denominator" if s.get("sinks") else ""]
+    head += "".join(f", {e}" for e in extra if e)
     lines = [f"Z = {head}, τ = {tau_text(tau)} → Z ({L}×{d_v})"]
     if s.get("n_heads"):
         lines[0] = f"per head: {lines[0]}"
         lines.append(f"out = Σ_h Z_h·W_O^h + b_O over {s['n_heads']} heads "
                      f"({s.get('n_kv_heads') or s['n_heads']} K/V heads)")
     return lines
-
-
-def tau_text(tau: float) -> str:
-    """τ with three decimals, or three significant digits when it is tiny or huge."""
-    return fmt(tau, 3) if 1e-3 <= tau < 1e6 else f"{tau:.3g}"
-
-
-def _is_default_scale(s) -> bool:
-    return bool(s["d_k"]) and math.isclose(s["scale"], 1 / math.sqrt(s["d_k"]))
 
 
 def _projections(trace, i, rows, cols, where, pick, pick_kv, weights, head):
@@ -231,60 +235,6 @@ def _scores(trace, i, rows, cols, pick, pick_kv, mask_row):
         blocks.append(f"term by term, the highest one{which}:")
         blocks.append(Formula(f"  q[{me}]·k[{cols[best]}] = {dot_terms(q[i], k[best])}"))
     return section("3. scores = q·kᵀ", *blocks)
-
-
-def _softmax(trace, i, rows, cols, pick, mask_row):
-    s = trace.settings
-    me = rows[i]
-    d_k, factor, tau = s["d_k"], s["scale"], s["temperature"]
-    scores, scaled = pick(trace["scores"])[i], pick(trace["scaled"])[i]
-    tempered, masked = pick(trace["tempered"])[i], pick(trace["masked"])[i]
-    w = pick(trace["weights"])[i]
-    S = w.shape[0]
-    blocks = []
-    if _is_default_scale(s):
-        blocks.append(Formula(f"scaled = score ÷ √d_k = score ÷ √{d_k} = score ÷ "
-                              f"{fmt(math.sqrt(d_k), 3)}"))
-    elif factor == 1:
-        blocks.append(Formula("scaled = score (scaling is off: the factor is 1, not 1/√d_k)"))
-    else:
-        blocks.append(Formula(f"scaled = score × {fmt(factor, 4)} (a chosen factor in place of "
-                              f"1/√d_k)"))
-    blocks.append(Formula(f"tempered = scaled ÷ τ = scaled ÷ {tau_text(tau)}"
-                  + (" (τ = 1 changes nothing)" if tau == 1 else
-                     " (τ < 1 sharpens the weights)" if tau < 1 else
-                     " (τ > 1 flattens the weights)")))
-    hidden = [cols[j] for j in range(S) if not mask_row[j]]
-    if not hidden:
-        blocks.append("masked = tempered: nothing is masked")
-    elif s.get("causal"):
-        blocks.append(f"masked: {', '.join(hidden)} set to -inf (causal, {s['causal']}: a "
-                      f"query may not look at keys after its own position)")
-    else:
-        blocks.append(f"masked: {', '.join(hidden)} set to -inf (the mask hides them)")
-    live = bool(mask_row.any())
-    top = float(np.max(masked)) if live else 0.0
-    e = np.where(mask_row, np.exp(np.where(mask_row, masked, top) - top), 0.0)
-    table = Table(("key", "score", "scaled", "tempered", "masked", "e^(m−max)", "weight"),
-                  tuple((cols[j], fmt(scores[j]), fmt(scaled[j]), fmt(tempered[j]),
-                         fmt(masked[j]), fmt(e[j], 3), fmt(w[j], 3)) for j in range(S)),
-                  highlight=int(np.argmax(w)) if live else None)
-    blocks.append(table)
-    if live:
-        blocks.append(Formula(f"weight = e^(masked − max) ÷ Σ e^(masked − max) = e^(…) ÷ "
-                              f"{fmt(e.sum(), 3)}" + rounded_sum(e, "e^ values")
-                              + f"   (max = {fmt(top)}; subtracting it changes nothing but "
-                              f"keeps e^ from overflowing)"))
-        blocks.append(Formula(f"sum of weights = {fmt(w.sum(), 3)}" + rounded_sum(w, "weights")))
-        ent = float(entropy(w))
-        blocks.append(Formula(f"entropy = -Σ w·ln w = {fmt(ent, 3)} nats; effective number of "
-                              f"attended tokens = exp(entropy) = {fmt(math.exp(ent))} of "
-                              f"{int(mask_row.sum())}"))
-        blocks.append(f"{me} attends most to {cols[int(np.argmax(w))]} "
-                      f"(weight {fmt(np.max(w), 3)})")
-    else:
-        blocks.append(f"every key is masked for {me}: its weights are all 0 and its output is 0")
-    return section("4. scaled → tempered → masked → weights (softmax)", *blocks)
 
 
 def _mix(trace, i, rows, cols, pick, pick_kv, head):

@@ -52,11 +52,14 @@ def one_head(trace: Trace, head: int) -> Trace:
     s = trace.settings
     kv = kv_head(head, s["n_heads"], s.get("n_kv_heads"))
     kept = {name: trace[name][kv] if name in ("k", "v") else trace[name][head]
-            for name in ("q", "k", "v", "scores", "scaled", "tempered", "masked", "weights", "z")}
+            for name in ("q", "k", "v", "scores", "scaled", "tempered", "capped", "biased",
+                         "masked", "weights", "sink", "z") if name in trace}
     mask = s.get("mask")
     if mask is not None:
         mask = np.ascontiguousarray(np.broadcast_to(mask, trace["weights"].shape)[head])
     settings = {k: v for k, v in s.items() if k not in ("mask", "n_heads", "n_kv_heads")}
+    if len(s.get("sinks") or ()) > 1:
+        settings["sinks"] = [s["sinks"][head]]  # the head's own sink logit
     return Trace(kept, {**settings, "mask": mask, "n_heads": None, "n_kv_heads": None},
                  tokens=list(trace.tokens))
 
