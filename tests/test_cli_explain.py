@@ -311,3 +311,31 @@ def test_png_into_a_missing_folder_exits_2(tmp_path):
     assert result.exit_code == 2
     assert result.output.strip().startswith("Error: cannot write the PNG to ")
     assert "No such file or directory" in result.output
+
+
+def test_softcap_sink_and_alibi_show_their_steps_with_the_engines_numbers():
+    import numpy as np
+    from click.testing import CliRunner
+
+    import qkv
+    from qkv.cli import main
+    from qkv.explain.numbers import fmt
+
+    args = ["explain", "--preset", "cat-sat", "--select", "sat", "--causal", "--softcap", "1",
+            "--sink", "0", "--alibi", "0.5"]
+    result = CliRunner().invoke(main, [*args, "--format", "plain"])
+    assert result.exit_code == 0, result.output
+    assert "4. scaled → tempered → capped → biased → masked → weights (softmax with a sink)" \
+        in result.output
+    scene = qkv.presets.load("cat-sat")
+    q, k = scene.x @ scene.W_Q, scene.x @ scene.W_K
+    s = q[2] @ k.T / np.sqrt(q.shape[1])  # row "sat", float64 by hand
+    capped = np.tanh(s)
+    biased = capped - 0.5 * np.abs(2 - np.arange(len(s)))
+    e = np.exp(np.append(biased[:3], 0.0) - max(biased[:3].max(), 0.0))
+    sink = e[-1] / e.sum()
+    (row,) = [ln for ln in result.output.splitlines() if ln.strip().startswith("sink ")]
+    assert row.split()[-1] == fmt(sink, 3)
+    trace = qkv.Trace.from_json(CliRunner().invoke(main, [*args, "--format", "json"]).stdout)
+    np.testing.assert_allclose(trace["capped"][2], capped, rtol=1e-12)
+    np.testing.assert_allclose(trace["sink"][2, 0], sink, rtol=1e-12)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import click
 
 from qkv.explain import scenes
@@ -40,6 +42,15 @@ def _labelled(tokens, select: str | None) -> int | None:
                    "Example: --preset two-token --no-scale")
 @click.option("--causal", is_flag=True,
               help="Hide the keys after each query (a decoder's causal mask).")
+@click.option("--softcap", type=float, metavar="CAP",
+              help="Soft-cap the scores to CAP·tanh(s/CAP), as Gemma 2 does (step 'capped').  "
+                   "Example: --softcap 1")
+@click.option("--sink", type=float, metavar="LOGIT",
+              help="Add a sink logit to each row's softmax, as GPT-OSS does: it takes weight and "
+                   "gives no value (step 'sink').  Example: --sink 0")
+@click.option("--alibi", type=float, metavar="SLOPE",
+              help="Add ALiBi's bias −SLOPE·distance between query and key positions, as BLOOM "
+                   "and MPT do (step 'biased').  Example: --alibi 0.5")
 @click.option("--head", type=int, metavar="H",
               help="Which head to walk through in a multi-head scene (from 0).  "
                    "Example: --preset two-heads --head 1")
@@ -63,8 +74,8 @@ def _labelled(tokens, select: str | None) -> int | None:
 @click.option("--text", metavar="TEXT", help="The sentence to run through --model or --checkpoint.")
 @click.option("--layer", type=int, default=0, show_default=True, metavar="L",
               help="Which layer of --model or --checkpoint to explain (from 0).")
-def explain(preset, select, temperature, no_scale, causal, head, fmt, png, model_name,
-            allow_pickle, checkpoint, text, layer):
+def explain(preset, select, temperature, no_scale, causal, softcap, sink, alibi, head, fmt, png,
+            model_name, allow_pickle, checkpoint, text, layer):
     """Walk through attention for one query token of a built-in scene.
 
     Prints the input vectors X, the query, keys and values, every score q·k (one written out
@@ -78,12 +89,17 @@ def explain(preset, select, temperature, no_scale, causal, head, fmt, png, model
       qkv explain --preset two-token --no-scale
       qkv explain --preset cat-sat --select mat --temperature 0.5 --causal
       qkv explain --preset two-heads --head 1 --format markdown
+      qkv explain --preset cat-sat --softcap 1 --sink 0 --alibi 0.5 --causal
       qkv explain --format json > trace.json
       qkv explain --png weights.png
       qkv explain --model smollm2-135m --text "The cat sat on the mat" --layer 3 --head 2
       qkv explain --model minilm-l6 --text "The bank raised rates" --select bank --png w.png
     """
     positive_float("--temperature", temperature)
+    extra = _extra_steps(softcap, sink, alibi)
+    if extra and (model_name is not None or checkpoint or text):
+        raise CliError("--softcap, --sink and --alibi apply to presets; a real model or a "
+                       "checkpoint runs with the steps it was trained with")
     if model_name is not None:
         if checkpoint:
             raise CliError("give --model or --checkpoint, not both")
@@ -112,7 +128,7 @@ def explain(preset, select, temperature, no_scale, causal, head, fmt, png, model
             head = None
     try:
         trace = scene.trace(temperature=temperature, scaled=False if no_scale else None,
-                            causal=causal)
+                            causal=causal, **extra)
     except ValueError as e:
         raise CliError(str(e)) from None
 
@@ -127,9 +143,22 @@ def explain(preset, select, temperature, no_scale, causal, head, fmt, png, model
     weights = {"W_Q": scene.W_Q, "W_K": scene.W_K, "W_V": scene.W_V}
     settings = [f"query: {labels(scene.tokens, len(scene.tokens))[i]} (position {i})",
                 f"τ = {temperature:g}", "scaled by 1/√d_k" if not (no_scale or not scene.scaled)
-                else "no scaling", "causal mask" if causal else "no mask"]
+                else "no scaling", "causal mask" if causal else "no mask",
+                *(f"{name} {value:g}" for name, value in extra.items())]
     intro = Section(f"{scene.name}: {scene.title}", (scene.lesson, " · ".join(settings)))
     echo_sections([intro, *walkthrough(trace, i, head=head, weights=weights)], fmt)
+
+
+def _extra_steps(softcap, sink, alibi) -> dict:
+    """The optional steps asked for, checked: softcap > 0, a finite sink logit, alibi ≥ 0."""
+    if softcap is not None:
+        positive_float("--softcap", softcap)
+    if sink is not None and not math.isfinite(sink):
+        raise CliError(f"--sink must be a finite number, got {sink}")
+    if alibi is not None and not (math.isfinite(alibi) and alibi >= 0):
+        raise CliError(f"--alibi must be a finite number ≥ 0, got {alibi}")
+    given = {"softcap": softcap, "sink": sink, "alibi": alibi}
+    return {name: value for name, value in given.items() if value is not None}
 
 
 def _write_png(trace, path, i, head, name):
