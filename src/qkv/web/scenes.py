@@ -153,13 +153,14 @@ def run(req: TraceRequest) -> dict:
         raise FieldError("scaled", f"scene {scene.name!r} is multi-head and always scales by "
                                    "1/√d_head; scaled must be true")
     causal = req.align if req.causal else False
-    trace = scene.trace(temperature=req.temperature, scaled=scaled, causal=causal)
+    extra = {"softcap": req.softcap, "sink": req.sink, "alibi": req.alibi}
+    trace = scene.trace(temperature=req.temperature, scaled=scaled, causal=causal, **extra)
 
     return {
         "scene": scene_info(scene).model_dump(),
         "settings": {"preset": scene.name, "select": i, "head": head,
                      "temperature": req.temperature, "scaled": scaled, "causal": req.causal,
-                     "align": req.align},
+                     "align": req.align, **extra},
         "trace": trace.to_dict(),
         "selected": views.selected(trace, i, head),
         "walkthrough": views.walkthrough_sections(trace, i, head),

@@ -63,6 +63,15 @@ class TraceRequest(BaseModel):
     align: Alignment = Field("bottom-right", description="causal alignment")
     head: int | None = Field(None, strict=True, ge=0, lt=MAX_HEADS,
                              description="head to explain in multi-head scenes (default 0)")
+    softcap: float | None = Field(None, strict=True, allow_inf_nan=False, ge=TAU_MIN, le=MAX_ABS,
+                                  description="soft-cap: capped = cap·tanh(tempered / cap), as "
+                                              "Gemma 2 (step 'capped'); default: none")
+    sink: float | None = Field(None, strict=True, allow_inf_nan=False, ge=-MAX_ABS, le=MAX_ABS,
+                               description="a sink logit in every row's softmax, as GPT-OSS "
+                                           "(step 'sink'); default: none")
+    alibi: float | None = Field(None, strict=True, allow_inf_nan=False, ge=0, le=MAX_ABS,
+                                description="ALiBi slope: the bias −slope·|i − j| is added to the "
+                                            "scores (step 'biased'); default: none")
 
 
 class SceneInfo(BaseModel):
@@ -104,6 +113,8 @@ class Selected(BaseModel):
     effective_tokens: float = Field(description="exp(entropy)")
     visible_keys: int
     contributions: list[list[float]] = Field(description="w_j·v_j, (S, d_v); sums to z")
+    sink: float | None = Field(None, description="the weight the sink takes (traces with sinks)")
+    sum_with_sink: float | None = Field(None, description="weights_sum + sink: 1 (with sinks)")
 
 
 class TraceResponse(BaseModel):

@@ -30,9 +30,14 @@ def selected(trace: Trace, i: int, head: int | None = None) -> dict:
     else:
         full = np.broadcast_to(mask, trace["weights"].shape)
         visible = int((full if head is None else full[head])[i].sum())
-    return {"index": i, "head": head, "weights_sum": float(w.sum()), "entropy": ent,
-            "effective_tokens": math.exp(ent), "visible_keys": visible,
-            "contributions": trace.contributions(i, head=head).tolist()}
+    row = {"index": i, "head": head, "weights_sum": float(w.sum()), "entropy": ent,
+           "effective_tokens": math.exp(ent), "visible_keys": visible,
+           "contributions": trace.contributions(i, head=head).tolist()}
+    if "sink" in trace:  # the weight the sink takes: with the keys' weights it sums to 1
+        sink = trace["sink"] if head is None else trace["sink"][head]  # (L, 1)
+        row["sink"] = float(sink[i, 0])
+        row["sum_with_sink"] = float(w.sum() + sink[i, 0])
+    return row
 
 
 def walkthrough_sections(trace: Trace, i: int, head: int | None = None) -> list[dict]:

@@ -19,6 +19,8 @@ const tauToSlider = (t) =>
   Math.round(SLIDES * Math.log(t / tauLo) / Math.log(tauHi / tauLo));
 
 buildPanels($("panels"));  // before model.js (the next module script) looks for them
+// the optional steps' inputs sit beside the stage buttons they add (scenes only: see model.css)
+$("panel-pipeline").insertBefore($("extra-steps"), $("stages"));
 predict.install();
 practice.install();
 
@@ -34,8 +36,9 @@ window.addEventListener("resize", fitHeader);
 
 const state = {
   preset: null, select: null, tau: 1, scaled: null, causal: false, align: "bottom-right",
-  head: 0, stage: "weights",
+  head: 0, stage: "weights", softcap: null, sink: null, alibi: null,
 };
+const EXTRA_STEPS = ["softcap", "sink", "alibi"];  // optional steps: null = off
 let presets = [];   // [{name, title, lesson, tokens, select, scaled, n_heads, d_model}]
 let scene = null;   // the current preset's numbers, GET /api/presets/{name}
 let edits = {};     // field -> the whole edited array, sent in place of the preset's
@@ -69,6 +72,10 @@ function readURL() {
   state.head = int(p.get("head")) ?? 0;
   if (state.head >= (s.n_heads || 1)) state.head = 0;
   state.stage = stagesOf(bounds.steps).includes(p.get("stage")) ? p.get("stage") : "weights";
+  for (const name of EXTRA_STEPS) {
+    const value = p.get(name) === null || p.get(name) === "" ? NaN : Number(p.get(name));
+    state[name] = Number.isFinite(value) ? value : null;  // the server checks the range
+  }
 }
 
 // Chromium throttles (and complains about) more than ~200 history updates per 10 s, which a
@@ -87,6 +94,7 @@ function writeURL() {
   if (state.causal) p.set("causal", state.align);
   if (info().n_heads) p.set("head", String(state.head));
   if (state.stage !== "weights") p.set("stage", state.stage);
+  for (const name of EXTRA_STEPS) if (state[name] !== null) p.set(name, String(state[name]));
   history.replaceState(null, "", `${location.pathname}?${p}`);
 }
 
@@ -99,6 +107,7 @@ function requestBody() {
                  causal: state.causal, align: state.align, ...edits };
   if (state.scaled !== null) body.scaled = state.scaled;
   if (info().n_heads) body.head = state.head;
+  for (const name of EXTRA_STEPS) if (state[name] !== null) body[name] = state[name];
   return body;
 }
 
@@ -162,6 +171,10 @@ function syncControls() {
       (_, h) => new Option(`head ${h}`, String(h))));
   }
   head.value = String(state.head);
+  for (const name of EXTRA_STEPS) {
+    if (document.activeElement !== $(name)) $(name).value = state[name] === null ? "" : String(state[name]);
+  }
+  if (EXTRA_STEPS.some((name) => state[name] !== null)) $("extra-steps").open = true;
   $("lesson").textContent = `${s.title} — ${s.lesson}`;
   $("notice").textContent = s.lesson;
 }
@@ -214,9 +227,21 @@ function wire() {
   $("causal").addEventListener("change", (e) => { state.causal = e.target.checked; compute(); });
   $("align").addEventListener("change", (e) => { state.align = e.target.value; compute(); });
   $("head").addEventListener("change", (e) => { state.head = Number(e.target.value); compute(); });
+  for (const name of EXTRA_STEPS) {
+    $(name).addEventListener("change", (e) => {
+      const text = e.target.value.trim();
+      if (text !== "" && !Number.isFinite(Number(text))) {
+        showError(`${e.target.getAttribute("aria-label")} must be a number, got “${text}”`);
+        return;
+      }
+      state[name] = text === "" ? null : Number(text);
+      compute();
+    });
+  }
   $("reset").addEventListener("click", () => {
     Object.assign(state, { select: null, tau: 1, scaled: null, causal: false,
-                           align: "bottom-right", head: 0, stage: "weights" });
+                           align: "bottom-right", head: 0, stage: "weights", softcap: null,
+                           sink: null, alibi: null });
     edits = {};
     editsVersion += 1;
     compute();

@@ -9,6 +9,8 @@ const STAGE_NOTES = {
   scores: "scores = q·kᵀ: how well each query matches each key.",
   scaled: "scaled = scores × scale (1/√d_k when scaling is on).",
   tempered: "tempered = scaled ÷ τ.",
+  capped: "capped = cap·tanh(tempered ÷ cap): scores squashed into (−cap, cap), as Gemma 2 does.",
+  biased: "biased = capped (or tempered) + bias: a number added per query and key (ALiBi, T5).",
   masked: "masked: hidden keys set to −∞, so softmax gives them 0.",
   weights: "weights = softmax of each row: positive, each row sums to 1.",
 };
@@ -46,8 +48,10 @@ export function renderHeatmap(view, t, ctx) {
     box.addEventListener("focusin", point);  // the keyboard
     box.addEventListener("keydown", (e) => moveFocus(e, box));
   }
-  const stage = ctx.state.stage;
+  // optional steps (capped, biased) have a button only while the trace holds them
+  const stage = ctx.state.stage in t.steps ? ctx.state.stage : "weights";
   for (const b of stages.children) {
+    b.hidden = !(b.dataset.stage in t.steps);
     b.setAttribute("aria-checked", b.dataset.stage === stage ? "true" : "false");
   }
   $("stage-note").textContent = STAGE_NOTES[stage];

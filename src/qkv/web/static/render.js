@@ -153,16 +153,33 @@ function renderBars(view, t, sel) {
       h("span", { class: "track" }, h("span", { class: "fill" })),
       h("span", { class: "value" }))));
   }
-  [...box.children].forEach((bar, j) => {
+  box.querySelectorAll(".bar:not(.sink)").forEach((bar, j) => {
     const hidden = Boolean(mask && !mask[j]);
     bar.dataset.weight = String(w[j]);
     bar.classList.toggle("masked", hidden);
     bar.querySelector(".fill").style.width = `${(100 * w[j]).toFixed(2)}%`;
     bar.querySelector(".value").textContent = hidden ? "0 · masked" : fmt(w[j], 3);
   });
+  const sink = t.steps.sink ? view.pick(t.steps.sink)[view.i][0] : null;
+  let sinkBar = box.querySelector(".bar.sink");
+  if (sink === null) sinkBar?.remove();
+  else {
+    if (!sinkBar) {
+      sinkBar = h("div", { class: "bar sink", title: "the sink takes weight and gives no value" },
+        h("span", { class: "label" }, "sink"),
+        h("span", { class: "track" }, h("span", { class: "fill" })),
+        h("span", { class: "value" }));
+      box.append(sinkBar);
+    }
+    sinkBar.dataset.weight = String(sink);
+    sinkBar.querySelector(".fill").style.width = `${(100 * sink).toFixed(2)}%`;
+    sinkBar.querySelector(".value").textContent = fmt(sink, 3);
+  }
   const item = (term, value, id) => [h("dt", {}, term), h("dd", { id }, value)];
   $("weight-stats").replaceChildren(
     ...item("Σ weights", fmt(sel.weights_sum, 3), "weights-sum"),
+    ...(sel.sink == null ? [] : item("+ sink", `${fmt(sel.sink, 3)} → Σ = ` +
+                                     `${fmt(sel.sum_with_sink, 3)}`, "with-sink")),
     ...item("entropy", `${fmt(sel.entropy, 3)} nats`, "entropy"),
     ...item("effective tokens", `exp(entropy) = ${fmt(sel.effective_tokens, 2)} of ` +
             `${sel.visible_keys} visible`, "effective"));
