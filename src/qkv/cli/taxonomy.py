@@ -4,15 +4,16 @@ duplicate-token and induction head (``qkv.hf.taxonomy``), printed as a grid and 
 from __future__ import annotations
 
 from qkv.cli.errors import CliError
+from qkv.explain.head_kinds import MEANINGS
 
 SHORT = {"previous": "prev", "first": "first", "duplicate": "dup", "induction": "ind"}
 # A head is named by a kind only when it puts at least this much weight there on average.
 SHOWN = 0.3
 
-HELP = ("score every head on repeated random tokens instead of TEXT: prev = weight on the "
-        "previous token, first = on the first token (a sink), dup = on the earlier copy of "
-        "the same token, ind = on the token after that copy (induction); each a mean weight "
-        f"in [0, 1]; a cell names the head's highest kind when it is ≥ {SHOWN}")
+HELP = ("score every head on repeated random tokens instead of TEXT: "
+        + ", ".join(f"{SHORT[k]} = {m}" for k, m in MEANINGS.items())
+        + f"; each a mean weight in [0, 1]; a cell names the head's highest kind when it is "
+          f"≥ {SHOWN}")
 
 
 def show(model, *, seed: int = 0) -> None:

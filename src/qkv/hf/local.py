@@ -22,9 +22,12 @@ class LocalModel:
     """A transformers model computed by qkv (``attn_implementation="qkv"``) and its tokenizer,
     named ``name``; ``n_layers`` counts its attention layers in the order the model runs them."""
 
-    def __init__(self, model, tokenizer, name: str):
+    def __init__(self, model, tokenizer, name: str, *, source: str | None = None,
+                 allow_pickle: bool = False):
+        """source: the directory or hub id it came from, so ``causal_lm`` can load its LM head."""
         c = model.config
         self.model, self.tokenizer, self.name = model, tokenizer, name
+        self.source, self.allow_pickle = source, allow_pickle
         self.config = c  # what qkv.hf.taxonomy.measure reads the vocabulary size from
         self.n_layers = len(attention_layers(model))
         self.n_heads = c.num_attention_heads
@@ -58,6 +61,19 @@ class LocalModel:
         inputs = self.tokenizer(text, return_tensors="pt")
         return {k: inputs[k] for k in ("input_ids", "attention_mask") if k in inputs}
 
+    def predicts_next_token(self) -> bool:
+        """Whether the checkpoint is a causal language model (it has an LM head to load)."""
+        return any(a.endswith(("ForCausalLM", "LMHeadModel"))
+                   for a in (self.config.architectures or ()))
+
+    def causal_lm(self):
+        """The same checkpoint with its next-token head, computed by qkv (a second load)."""
+        if self.source is None or not self.predicts_next_token():
+            raise ValueError(f"{self.name} has no next-token head to load (architectures: "
+                             f"{self.config.architectures})")
+        model, _, _ = loading.load(self.source, causal_lm=True, allow_pickle=self.allow_pickle)
+        return model
+
     def trace(self, text: str) -> HFRun:
         """Run ``text`` through the model, every attention layer traced by qkv's engine."""
         with torch.no_grad(), trace(self.model, tokenizer=self.tokenizer) as run:
@@ -83,4 +99,4 @@ def open_dir(path, *, allow_pickle: bool = False) -> LocalModel:
         logs.set_verbosity(level)
         if bars:
             logs.enable_progress_bar()
-    return LocalModel(model, tokenizer, name)
+    return LocalModel(model, tokenizer, name, source=spec, allow_pickle=allow_pickle)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-KINDS = ("previous", "first", "duplicate", "induction")
+from qkv.explain.head_kinds import KINDS, MEANINGS  # noqa: F401  (MEANINGS: for callers)
 
 
 @dataclass

@@ -6,6 +6,8 @@
     GET  /api/presets...        the built-in scenes, POST /api/trace a trace (scenes.py)
     GET  /api/practice...       exercises for the practice panel (practice.py)
     GET  /api/models            the real models, POST /api/model/trace one sentence (models.py)
+    POST /api/model/patch       one head edited, the next token before/after; GET
+                                /api/model/taxonomy, /api/model/abilities (whatif.py)
     GET  /api/openapi.json      the schema (interactive docs are off: they would need a CDN)
 
 Every error is a 4xx JSON body {"message": "field: what was expected, what came", "detail": [...]}
@@ -23,7 +25,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from qkv.trace import STEPS
-from qkv.web import errors, models, practice, scenes, schemas
+from qkv.web import errors, models, practice, scenes, schemas, whatif
 from qkv.web.guards import BodyLimit, HeadAsGet, SecurityHeaders
 
 STATIC = Path(__file__).parent / "static"
@@ -61,7 +63,9 @@ def create_app(*, model_pool=None) -> FastAPI:
 
     app.include_router(scenes.router)
     app.include_router(practice.router)
-    app.include_router(models.router(model_pool or models.ModelPool()))
+    pool = model_pool or models.ModelPool()
+    app.include_router(models.router(pool))
+    app.include_router(whatif.router(pool))
 
     @app.get("/", include_in_schema=False)
     def index():

@@ -145,7 +145,7 @@ class ModelPool:
                          n_kv_heads=m.n_kv_heads, d_model=m.d_model, d_head=m.d_head)
 
 
-def _in_range(field: str, value: int, n: int, what: str) -> None:
+def in_range(field: str, value: int, n: int, what: str) -> None:
     if not 0 <= value < n:
         raise FieldError(field, f"{field} must be in [0, {n}) {what}, got {value}")
 
@@ -155,23 +155,30 @@ def grid(weights: np.ndarray) -> Grid:
     return Grid(**views.grid(weights))
 
 
-def run(pool: ModelPool, req: ModelTraceRequest) -> dict:
-    """The API's answer (see ``ModelTraceResponse``)."""
+def checked(pool: ModelPool, req) -> tuple[object, list[str]]:
+    """(the loaded model, the text's token labels) for a request naming a model, a text, a
+    layer and a head; each out of range is a 422 naming its field."""
     if not req.text.strip():
         raise FieldError("text", f"text must contain at least one non-space character, got "
                                  f"{shown(req.text)}")
     m = pool.get(req.model)
     try:
-        m.encode(req.text, limit=MODEL_PAGE_TOKENS)
+        _, labels = m.encode(req.text, limit=MODEL_PAGE_TOKENS)
     except ValueError as e:
         raise FieldError("text", str(e).replace("a trace keeps every step of every layer, so "
                                                 "it reads", "the page reads")) from None
-    _in_range("layer", req.layer, m.n_layers, f"({req.model} has {m.n_layers} layers)")
-    _in_range("head", req.head, m.n_heads, f"({req.model} has {m.n_heads} heads a layer)")
+    in_range("layer", req.layer, m.n_layers, f"({req.model} has {m.n_layers} layers)")
+    in_range("head", req.head, m.n_heads, f"({req.model} has {m.n_heads} heads a layer)")
+    return m, list(labels)
+
+
+def run(pool: ModelPool, req: ModelTraceRequest) -> dict:
+    """The API's answer (see ``ModelTraceResponse``)."""
+    m, _ = checked(pool, req)
     result = pool.run(m, req.text)
     L = len(result.tokens)
     i = L - 1 if req.select is None else req.select
-    _in_range("select", i, L, f"(the text is {L} tokens)")
+    in_range("select", i, L, f"(the text is {L} tokens)")
     layer = result.layer(req.layer)
     head = one_head(layer, req.head)
     return {

@@ -4,6 +4,8 @@
 import { api, limits } from "./api.js";
 import { $, disable, h, rampColor } from "./dom.js";
 import { render } from "./render.js";
+import * as overlay from "./taxonomy.js";
+import * as whatif from "./whatif.js";
 
 const DEFAULT_TEXT = "The cat sat on the mat because it was tired";
 const MODEL_NOTES = {
@@ -89,6 +91,8 @@ function build() {
       "and the model's own scale and mask; thumbnails are rounded to 1/255, the panels below ",
       "hold the exact float32 numbers."));
   document.querySelector("main").prepend(panel);
+  overlay.install(panel, () => drawGrid());
+  whatif.install(panel);
 }
 
 async function fillModels() {
@@ -109,6 +113,7 @@ function show(model) {
   $("controls").hidden = model;
   $("model-controls").hidden = !model;
   $("panel-grid").hidden = !model;
+  $("panel-whatif").hidden = !model;
   $("panel-w").hidden = model;
   $("panel-notes").hidden = model;
   const hint = document.querySelector("#panel-x .hint");
@@ -202,6 +207,7 @@ function paint() {
     steps: bounds.steps, scene: null, edits: {}, state, editsVersion: 0, onSelect: choose,
     onStage: setStage, onEdit: () => {}, onError: (m) => status(m, true) });
   drawGrid();
+  whatif.update({ model: s.model, text: state.text, layer: s.layer, head: s.head, tokens });
   const where = ` · layer ${s.layer}, head ${s.head}` +
     (answer.model.n_kv_heads !== answer.model.n_heads
       ? ` (K/V head ${Math.floor(s.head / (answer.model.n_heads / answer.model.n_kv_heads))})`
@@ -258,6 +264,7 @@ function drawGrid() {
   }
   $("grid-title").textContent = `· ${answer.settings.model}, ${L} tokens · ` +
     `selected: layer ${state.layer}, head ${state.head}`;
+  overlay.paint(box, answer.settings.model, () => drawGrid());
 }
 
 function thumbnail(layer, head, L, nHeads) {
