@@ -176,3 +176,32 @@ def test_two_first_requests_load_the_model_once(serve, minilm):
     assert [r.status_code for r in answers] == [200, 200]
     assert answers[0].json() == answers[1].json()
     assert calls == ["minilm-l6"]
+
+
+def test_two_first_requests_for_one_sentence_trace_it_once(serve, minilm):
+    traced = []
+    both_inside = threading.Barrier(2, timeout=1.5)  # a second concurrent trace would meet here
+
+    class Counting:
+        """MiniLM itself, with its trace calls counted."""
+
+        def __getattr__(self, name):
+            return getattr(minilm, name)
+
+        def trace(self, text):
+            traced.append(text)
+            try:
+                both_inside.wait()
+            except threading.BrokenBarrierError:
+                pass
+            return minilm.trace(text)
+
+    pool = ModelPool(loaded={"minilm-l6": Counting()})
+    with serve(create_app(model_pool=pool)) as url, ThreadPoolExecutor(2) as threads:
+        body = {"model": "minilm-l6", "text": "The dog ran", "grid": False}
+        answers = list(threads.map(lambda _: httpx.post(f"{url}/api/model/trace", json=body,
+                                                         timeout=120), range(2)))
+    assert [r.status_code for r in answers] == [200, 200]
+    assert answers[0].json() == answers[1].json()
+    assert traced == ["The dog ran"]
+    assert pool.pending == {}

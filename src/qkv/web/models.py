@@ -106,6 +106,7 @@ class ModelPool:
         self.names = models.names() + list(local)  # what a request may name, in list order
         self.missing: dict[str, str] = {}  # name -> why it cannot load
         self.runs: OrderedDict = OrderedDict()  # (name, text) -> ModelTrace
+        self.pending: dict = {}  # (name, text) -> the lock of the request computing it
         self.lock = threading.Lock()
         self.load_locks = {name: threading.Lock() for name in self.names}
         # a transformers model traces through hooks on its modules: one run at a time
@@ -123,17 +124,29 @@ class ModelPool:
             return self.loaded[name]
 
     def run(self, model, text: str):
+        """The model's trace of ``text``: kept, or computed once even when several requests
+        for it arrive together (the later ones wait for the first)."""
         key = (model.name, text)
         with self.lock:
             if key in self.runs:
                 self.runs.move_to_end(key)
                 return self.runs[key]
-        with self.run_locks.get(model.name, contextlib.nullcontext()):
-            result = model.trace(text)
-        with self.lock:
-            self.runs[key] = result
-            while len(self.runs) > KEEP_RUNS:
-                self.runs.popitem(last=False)
+            pending = self.pending.setdefault(key, threading.Lock())
+        with pending:
+            with self.lock:
+                if key in self.runs:  # computed while this request waited
+                    self.runs.move_to_end(key)
+                    return self.runs[key]
+            try:
+                with self.run_locks.get(model.name, contextlib.nullcontext()):
+                    result = model.trace(text)
+                with self.lock:
+                    self.runs[key] = result
+                    while len(self.runs) > KEEP_RUNS:
+                        self.runs.popitem(last=False)
+            finally:
+                with self.lock:
+                    self.pending.pop(key, None)
         return result
 
     def info(self, name: str) -> ModelInfo:
