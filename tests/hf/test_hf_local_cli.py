@@ -135,3 +135,17 @@ def test_heads_taxonomy_on_a_directory_scores_eagers_weights(local):
         top = ", ".join(f"{layer}.{h} ({score:.2f})" for layer, h, score in s.top(kind, 3))
         assert f"top {kind}{'-token' if kind == 'previous' else ''} heads: {top}" \
             in result.output
+
+
+@pytest.mark.parametrize("command", ["explain", "heads", "patch"])
+def test_a_model_that_fails_on_a_text_is_one_line(tmp_path, command):
+    from tiny import save_local
+
+    save_local("gpt_oss", tmp_path)  # 37-float expert rows: transformers' grouped kernel may refuse
+    extra = ["--ablate", "0.0"] if command == "patch" else []
+    result = invoke(command, "--model", tmp_path, "--text", TEXT, *extra)
+    assert result.exit_code in (0, 2), result.output
+    if result.exit_code == 2:  # (stderr may also hold transformers' loading bar)
+        errors = [ln for ln in result.output.splitlines() if ln.startswith("Error:")]
+        assert len(errors) == 1 and "could not run this text: RuntimeError" in errors[0]
+        assert "Traceback" not in result.output

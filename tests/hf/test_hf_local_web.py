@@ -87,3 +87,45 @@ def test_serve_refuses_a_directory_it_cannot_offer(tmp_path):
     result = CliRunner().invoke(main, ["serve", "--port", "0", "--model", str(clash)])
     assert result.exit_code == 2, result.output
     assert "a model named 'minilm-l6' is already offered" in result.output
+
+
+def test_a_served_model_with_sinks_shows_the_sink_step(tmp_path, serve):
+    from qkv.hf.local import open_dir
+    from qkv.web.app import create_app
+    from qkv.web.models import ModelPool
+
+    path = tmp_path / "tiny-gpt-oss"
+    # transformers' grouped experts kernel wants rows of a multiple of 16 bytes: 48 floats
+    eager = save_local("gpt_oss", path, config={"intermediate_size": 48})
+    with torch.no_grad():
+        out = eager(input_ids=torch.tensor([IDS]), output_attentions=True)
+    kept = out.attentions[0][0, 1].numpy()  # (L, L): eager drops the sink's column
+    pool = ModelPool(local={"tiny-gpt-oss": open_dir(path)})
+    with serve(create_app(model_pool=pool)) as url, httpx.Client(base_url=url) as client:
+        r = client.post("/api/model/trace", json={"model": "tiny-gpt-oss", "text": TEXT,
+                                                  "layer": 0, "head": 1, "select": 2})
+    assert r.status_code == 200, r.text
+    got = r.json()
+    head = Trace.from_dict(got["trace"])
+    np.testing.assert_allclose(head["weights"], kept, atol=1e-6)
+    np.testing.assert_allclose(head["sink"][:, 0], 1 - kept.sum(axis=-1), atol=1e-6)
+    assert got["selected"]["sink"] == pytest.approx(1 - kept[2].sum(), abs=1e-6)
+    assert got["selected"]["sum_with_sink"] == pytest.approx(1.0, abs=1e-6)
+    (softmax,) = [s for s in got["walkthrough"] if s["title"].startswith("4.")]
+    assert softmax["title"].endswith("(softmax with a sink)")
+    assert any(line.strip().startswith("sink ") for line in softmax["lines"])
+
+
+def test_a_model_that_fails_on_a_text_is_named_never_a_500(tmp_path, serve):
+    from qkv.hf.local import open_dir
+    from qkv.web.app import create_app
+    from qkv.web.models import ModelPool
+
+    path = tmp_path / "tiny-gpt-oss"
+    save_local("gpt_oss", path)  # 37-float expert rows: transformers' grouped kernel may refuse
+    pool = ModelPool(local={"tiny-gpt-oss": open_dir(path)})
+    with serve(create_app(model_pool=pool)) as url, httpx.Client(base_url=url) as client:
+        r = client.post("/api/model/trace", json={"model": "tiny-gpt-oss", "text": TEXT})
+    assert r.status_code in (200, 422), r.text
+    if r.status_code == 422:
+        assert r.json()["message"].startswith("model: tiny-gpt-oss could not run this text: ")

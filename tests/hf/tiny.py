@@ -113,13 +113,13 @@ def softmax_in_input_dtype():
         torch.nn.functional.softmax = original
 
 
-def save_local(name: str, path, *, safetensors: bool = True):
+def save_local(name: str, path, *, safetensors: bool = True, config=None):
     """Save a tiny model of architecture ``name`` and a word-level tokenizer over its vocabulary
     (tokens "w0" … "w96", split on spaces) as a local transformers directory; return the model
     (eager attention) the directory holds."""
     from tokenizers import Tokenizer, models, pre_tokenizers
 
-    model = build(name, attn="eager")
+    model = build(name, attn="eager", config=config)
     model.save_pretrained(path)
     if not safetensors:  # the pickle format transformers used to write
         for f in path.glob("*.safetensors"):

@@ -93,7 +93,7 @@ def patch(model_spec, text, ablate, mean, pin, tau, knockout, top_k, allow_pickl
     """
     spec = spec_from_options(ablate, mean, tau, pin, knockout)
     try:
-        from qkv.hf import compare, loading
+        from qkv.hf import compare, loading, local
     except ImportError as e:
         raise CliError(str(e)) from None
     if not text.strip():
@@ -104,6 +104,8 @@ def patch(model_spec, text, ablate, mean, pin, tau, knockout, top_k, allow_pickl
         report = compare(model, dict(inputs), spec, tokenizer=tokenizer, top_k=top_k)
     except ValueError as e:
         raise CliError(str(e)) from None
+    except local.RUN_ERRORS as e:  # the checkpoint's own code failed on this text
+        raise CliError(local.could_not_run(model_spec, e)) from None
     if fmt == "json":
         click.echo(json.dumps({"model": name, "text": text, "edits": report.edits,
                                "before": report.before, "after": report.after,

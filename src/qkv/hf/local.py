@@ -18,6 +18,17 @@ from qkv.hf.tracing import HFRun, trace
 from qkv.models import NAMES
 
 
+# what a checkpoint's own code may raise on a text (a kernel its configuration does not suit …)
+RUN_ERRORS = (RuntimeError, TypeError, NotImplementedError)
+
+
+def could_not_run(name: str, error: Exception) -> str:
+    """The one-line report of a model that failed on a text: its name and the error's first
+    line (at most 200 characters)."""
+    first = (str(error).strip().splitlines() or [""])[0]
+    return f"{name} could not run this text: {type(error).__name__}: {first[:200]}"
+
+
 class LocalModel:
     """A transformers model computed by qkv (``attn_implementation="qkv"``) and its tokenizer,
     named ``name``; ``n_layers`` counts its attention layers in the order the model runs them."""
@@ -76,8 +87,11 @@ class LocalModel:
 
     def trace(self, text: str) -> HFRun:
         """Run ``text`` through the model, every attention layer traced by qkv's engine."""
-        with torch.no_grad(), trace(self.model, tokenizer=self.tokenizer) as run:
-            self.model(**self._inputs(text))
+        try:
+            with torch.no_grad(), trace(self.model, tokenizer=self.tokenizer) as run:
+                self.model(**self._inputs(text))
+        except RUN_ERRORS as e:
+            raise ValueError(could_not_run(self.name, e)) from None
         run.model = self.name
         return run
 

@@ -138,7 +138,8 @@ class ModelPool:
                     self.runs.move_to_end(key)
                     return self.runs[key]
             try:
-                with self.run_locks.get(model.name, contextlib.nullcontext()):
+                with self.run_locks.get(model.name, contextlib.nullcontext()), \
+                        failures_named(model.name, model.name in self.local):
                     result = model.trace(text)
                 with self.lock:
                     self.runs[key] = result
@@ -156,6 +157,24 @@ class ModelPool:
         return ModelInfo(name=name, local=name in self.local, installed=True,
                          n_layers=m.n_layers, n_heads=m.n_heads,
                          n_kv_heads=m.n_kv_heads, d_model=m.d_model, d_head=m.d_head)
+
+
+@contextlib.contextmanager
+def failures_named(name: str, local: bool):
+    """A local transformers model that fails on a text (its own code, not qkv's, e.g. a kernel
+    its configuration does not suit) is answered with a 422 naming the model and the error
+    (``qkv.hf.local.could_not_run``)."""
+    if not local:
+        yield
+        return
+    from qkv.hf.local import RUN_ERRORS, could_not_run  # a local model: transformers is here
+
+    try:
+        yield
+    except ValueError as e:
+        raise FieldError("model", str(e)) from None
+    except RUN_ERRORS as e:
+        raise FieldError("model", could_not_run(name, e)) from None
 
 
 def in_range(field: str, value: int, n: int, what: str) -> None:

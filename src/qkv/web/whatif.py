@@ -166,7 +166,8 @@ def patch(extras: Extras, req) -> dict:
     lm, tokenizer = extras.language_model(req.model)
     inputs = tokenizer(req.text, return_tensors="pt")
     inputs = {k: inputs[k] for k in ("input_ids", "attention_mask") if k in inputs}
-    with extras.run_locks[req.model]:  # edits hook the model's attention: one run at a time
+    with extras.run_locks[req.model], \
+            models.failures_named(req.model, req.model in extras.pool.local):
         result = compare(lm, inputs, {f"{req.layer}.{req.head}": edit}, tokenizer=tokenizer,
                          top_k=req.top_k)
     before = [{"token": t, "p": p} for t, p in result.before]
