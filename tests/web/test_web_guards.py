@@ -156,25 +156,35 @@ def test_a_slow_model_load_does_not_stall_other_requests(serve, minilm):
         assert slow.result().status_code == 200
 
 
+def _wait_for_a_twin(barrier: threading.Barrier) -> None:
+    """Meet a second concurrent call at ``barrier``, or go on alone when none comes."""
+    try:
+        barrier.wait()
+    except threading.BrokenBarrierError:
+        pass
+
+
+def _two_at_once(serve, pool: ModelPool, text: str) -> list:
+    """Two concurrent first requests for ``text`` over real HTTP; both answers, equal."""
+    with serve(create_app(model_pool=pool)) as url, ThreadPoolExecutor(2) as threads:
+        body = {"model": "minilm-l6", "text": text, "grid": False}
+        answers = list(threads.map(lambda _: httpx.post(f"{url}/api/model/trace", json=body,
+                                                         timeout=120), range(2)))
+    assert [r.status_code for r in answers] == [200, 200]
+    assert answers[0].json() == answers[1].json()
+    return answers
+
+
 def test_two_first_requests_load_the_model_once(serve, minilm):
     calls = []
     both_inside = threading.Barrier(2, timeout=1.5)  # a second concurrent load would meet here
 
     def counting_loader(name):
         calls.append(name)
-        try:
-            both_inside.wait()
-        except threading.BrokenBarrierError:
-            pass
+        _wait_for_a_twin(both_inside)
         return minilm
 
-    with serve(create_app(model_pool=ModelPool(counting_loader))) as url, \
-            ThreadPoolExecutor(2) as pool:
-        body = {"model": "minilm-l6", "text": "The cat sat", "grid": False}
-        answers = list(pool.map(lambda _: httpx.post(f"{url}/api/model/trace", json=body,
-                                                      timeout=120), range(2)))
-    assert [r.status_code for r in answers] == [200, 200]
-    assert answers[0].json() == answers[1].json()
+    _two_at_once(serve, ModelPool(counting_loader), "The cat sat")
     assert calls == ["minilm-l6"]
 
 
@@ -190,18 +200,10 @@ def test_two_first_requests_for_one_sentence_trace_it_once(serve, minilm):
 
         def trace(self, text):
             traced.append(text)
-            try:
-                both_inside.wait()
-            except threading.BrokenBarrierError:
-                pass
+            _wait_for_a_twin(both_inside)
             return minilm.trace(text)
 
     pool = ModelPool(loaded={"minilm-l6": Counting()})
-    with serve(create_app(model_pool=pool)) as url, ThreadPoolExecutor(2) as threads:
-        body = {"model": "minilm-l6", "text": "The dog ran", "grid": False}
-        answers = list(threads.map(lambda _: httpx.post(f"{url}/api/model/trace", json=body,
-                                                         timeout=120), range(2)))
-    assert [r.status_code for r in answers] == [200, 200]
-    assert answers[0].json() == answers[1].json()
+    _two_at_once(serve, pool, "The dog ran")
     assert traced == ["The dog ran"]
     assert pool.pending == {}
