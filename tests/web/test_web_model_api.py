@@ -136,3 +136,25 @@ def test_model_api_never_answers_5xx(model_server_url, fuzz_examples, mode):
         path_regex="^/api/model")
     statuses = fuzz(schema, GenerationMode(mode), max(25, fuzz_examples // 80))
     assert statuses and max(statuses) < 500
+
+
+def test_without_transformers_the_what_if_and_overlay_say_why(monkeypatch, serve):
+    import sys
+
+    for name in list(sys.modules):  # a server process where the hf extra is not installed
+        if name.split(".")[0] == "transformers" or name.startswith("qkv.hf"):
+            monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    from qkv.web.app import create_app
+
+    with serve(create_app()) as url:
+        rows = {r["name"]: r for r in httpx.get(f"{url}/api/model/abilities").json()}
+        r = httpx.post(f"{url}/api/model/patch", json={
+            "model": "smollm2-135m", "text": "The cat", "layer": 0, "head": 0,
+            "edit": {"ablate": "zero"}})
+        t = httpx.get(f"{url}/api/model/taxonomy", params={"model": "minilm-l6"})
+    assert rows["smollm2-135m"]["what_if"] is False
+    assert "pip install 'qkv[hf]'" in rows["smollm2-135m"]["what_if_why"]
+    assert rows["minilm-l6"]["taxonomy"] is False
+    assert r.status_code == 422 and "transformers" in r.json()["message"]
+    assert t.status_code == 422 and "transformers" in t.json()["message"]
