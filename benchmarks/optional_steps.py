@@ -14,6 +14,7 @@ tracemalloc's (NumPy's allocations; torch's are not counted). Not a test: nothin
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import time
 import tracemalloc
@@ -60,25 +61,28 @@ def main():
         "softcap + sinks": ({"softcap": 50.0, "sinks": sinks}, {"softcap": 50.0, "sinks": ts}),
         "sinks + bias (L, S)": ({"sinks": sinks, "bias": bias}, {"sinks": ts, "bias": tb}),
     }
-    print(f"causal float32, (1, {args.heads}, {args.T}, {args.d}); median of {args.runs} runs "
-          f"(min-max), after one warm-up")
+    print(
+        f"causal float32, (1, {args.heads}, {args.T}, {args.d}); median of {args.runs} runs "
+        f"(min-max), after one warm-up"
+    )
     for label, (numpy_kw, torch_kw) in settings.items():
         print(f"\n{label}")
         want = qkv.attention(q, k, v, causal=True, backend="reference", **numpy_kw)
         for backend in ("reference", "blocked", "fused", "torch"):
-            if backend == "torch":
-                def call():
-                    return qkv.attention(tq, tk, tv, causal=True, backend="torch", **torch_kw)
-            else:
-                def call():
-                    return qkv.attention(q, k, v, causal=True, backend=backend, **numpy_kw)
+            args_, kw = ((tq, tk, tv), torch_kw) if backend == "torch" else ((q, k, v), numpy_kw)
+            call = functools.partial(qkv.attention, *args_, causal=True, backend=backend, **kw)
+
             err = float(np.abs(np.asarray(call()) - want).max())
             med, lo, hi = timed(call, args.runs)
-            print(f"  {backend:9s} {med * 1e3:8.1f} ms  ({lo * 1e3:.1f}-{hi * 1e3:.1f})  "
-                  f"max |z - reference| {err:.1e}")
+            print(
+                f"  {backend:9s} {med * 1e3:8.1f} ms  ({lo * 1e3:.1f}-{hi * 1e3:.1f})  "
+                f"max |z - reference| {err:.1e}"
+            )
         for backend in ("reference", "fused"):
-            mib = peak_mib(lambda: qkv.attention(q, k, v, causal=True, backend=backend,
-                                                 **numpy_kw))
+            call = functools.partial(
+                qkv.attention, q, k, v, causal=True, backend=backend, **numpy_kw
+            )
+            mib = peak_mib(call)
             print(f"  peak NumPy memory, {backend:9s} {mib:8.1f} MiB")
 
 

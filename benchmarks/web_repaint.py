@@ -19,8 +19,15 @@ import subprocess
 import sys
 
 CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
 
 MOVE = """async (position) => {
   const slider = document.getElementById("tau");
@@ -57,8 +64,9 @@ def main(argv=None) -> int:
 
     from playwright.sync_api import sync_playwright
 
-    server = subprocess.Popen([sys.executable, "-m", "qkv.web", "--port", "0"],
-                              stdout=subprocess.PIPE, text=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "qkv.web", "--port", "0"], stdout=subprocess.PIPE, text=True
+    )
     try:
         url = re.search(r"http://\S+", server.stdout.readline()).group(0)
         with sync_playwright() as p:
@@ -72,17 +80,23 @@ def main(argv=None) -> int:
     finally:
         server.terminate()
         server.wait(timeout=20)
-    times = times[args.warmup:]
+    times = times[args.warmup :]
     rendered = [t[0] for t in times]
     painted = [t[1] for t in times]
     js = [t[2] for t in times]
-    print(f"qkv simulator, preset {args.preset}, {args.moves} τ-slider moves in Chromium "
-          f"(after {args.warmup} warm-up moves)")
-    print(f"  input → DOM updated : median {statistics.median(rendered):6.2f} ms, "
-          f"p90 {pct(rendered, 0.9):6.2f} ms")
+    print(
+        f"qkv simulator, preset {args.preset}, {args.moves} τ-slider moves in Chromium "
+        f"(after {args.warmup} warm-up moves)"
+    )
+    print(
+        f"  input → DOM updated : median {statistics.median(rendered):6.2f} ms, "
+        f"p90 {pct(rendered, 0.9):6.2f} ms"
+    )
     print(f"    of which render() : median {statistics.median(js):6.2f} ms (building the DOM)")
-    print(f"  input → next frame  : median {statistics.median(painted):6.2f} ms, "
-          f"p90 {pct(painted, 0.9):6.2f} ms")
+    print(
+        f"  input → next frame  : median {statistics.median(painted):6.2f} ms, "
+        f"p90 {pct(painted, 0.9):6.2f} ms"
+    )
     return 0
 
 

@@ -5,7 +5,9 @@ import math
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch", reason="torch is the reference here (pip install torch==2.13.0)")
+torch = pytest.importorskip(
+    "torch", reason="torch is the reference here (pip install torch==2.13.0)"
+)
 F = torch.nn.functional
 from torch.nn.attention.bias import causal_lower_right, causal_upper_left  # noqa: E402
 
@@ -22,7 +24,11 @@ def sdpa(q, k, v, **kw):
 
 @pytest.mark.parametrize("L,S", [(3, 3), (5, 7), (1, 11)])
 def test_plain_matches_sdpa(rng, L, S):
-    q, k, v = rng.normal(size=(2, 3, L, 5)), rng.normal(size=(2, 3, S, 5)), rng.normal(size=(2, 3, S, 7))
+    q, k, v = (
+        rng.normal(size=(2, 3, L, 5)),
+        rng.normal(size=(2, 3, S, 5)),
+        rng.normal(size=(2, 3, S, 7)),
+    )
     assert np.allclose(qkv.attention(q, k, v), sdpa(q, k, v), rtol=0, atol=1e-13)
 
 
@@ -34,8 +40,9 @@ def test_boolean_mask_matches_sdpa(rng):
     assert np.allclose(ours, sdpa(q, k, v, attn_mask=_t(mask)), rtol=0, atol=1e-13)
 
 
-@pytest.mark.parametrize("align,bias", [("bottom-right", causal_lower_right),
-                                        ("top-left", causal_upper_left)])
+@pytest.mark.parametrize(
+    "align,bias", [("bottom-right", causal_lower_right), ("top-left", causal_upper_left)]
+)
 def test_causal_alignments_match_torch_bias(rng, align, bias):
     L, S = 5, 9
     q, k, v = rng.normal(size=(2, L, 6)), rng.normal(size=(2, S, 6)), rng.normal(size=(2, S, 3))
@@ -57,7 +64,11 @@ def test_scale_and_temperature_fold_into_torch_scale(rng):
 
 
 def test_grouped_query_matches_enable_gqa(rng):
-    q, k, v = rng.normal(size=(1, 6, 4, 8)), rng.normal(size=(1, 2, 4, 8)), rng.normal(size=(1, 2, 4, 8))
+    q, k, v = (
+        rng.normal(size=(1, 6, 4, 8)),
+        rng.normal(size=(1, 2, 4, 8)),
+        rng.normal(size=(1, 2, 4, 8)),
+    )
     ref = sdpa(q, k, v, enable_gqa=True, is_causal=True)
     assert np.allclose(qkv.attention(q, k, v, causal=True), ref, rtol=0, atol=1e-13)
 
@@ -72,7 +83,7 @@ def test_multihead_matches_nn_multiheadattention(rng):
         # torch stacks rows: in_proj_weight (3·d_model, d_model), rows of head h at h·d:(h+1)·d.
         for i, W in enumerate((mha.W_Q, mha.W_K, mha.W_V)):
             rows = np.concatenate([W[h].T for h in range(H)], axis=0)  # (d_model, d_model)
-            ref.in_proj_weight[i * d_model:(i + 1) * d_model] = _t(rows)
+            ref.in_proj_weight[i * d_model : (i + 1) * d_model] = _t(rows)
         ref.in_proj_bias.zero_()
         ref.out_proj.weight.copy_(_t(mha.W_O.reshape(H * d, d_model).T))
         ref.out_proj.bias.copy_(_t(mha.b_O))
@@ -90,8 +101,9 @@ def test_cross_attention_matches_nn_multiheadattention(rng):
     ref = torch.nn.MultiheadAttention(d_model, H, bias=False, batch_first=True, dtype=torch.float64)
     with torch.no_grad():
         for i, W in enumerate((mha.W_Q, mha.W_K, mha.W_V)):
-            ref.in_proj_weight[i * d_model:(i + 1) * d_model] = _t(
-                np.concatenate([W[h].T for h in range(H)], axis=0))
+            ref.in_proj_weight[i * d_model : (i + 1) * d_model] = _t(
+                np.concatenate([W[h].T for h in range(H)], axis=0)
+            )
         ref.out_proj.weight.copy_(_t(mha.W_O.reshape(d_model, d_model).T))
     x, ctx = rng.normal(size=(1, 3, d_model)), rng.normal(size=(1, 6, d_model))
     want, _ = ref(_t(x), _t(ctx), _t(ctx))

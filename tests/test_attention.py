@@ -46,13 +46,28 @@ def test_three_by_five_by_seven_against_loops(rng):
 def test_trace_holds_every_step_with_settings(rng):
     q, k, v = rng.normal(size=(3, 4)), rng.normal(size=(5, 4)), rng.normal(size=(5, 2))
     out, tr = attention(q, k, v, causal=True, temperature=2.0, return_trace=True)
-    assert tr.names == ["q", "k", "v", "scores", "scaled", "tempered", "masked", "weights", "z",
-                        "out"]
+    assert tr.names == [
+        "q",
+        "k",
+        "v",
+        "scores",
+        "scaled",
+        "tempered",
+        "masked",
+        "weights",
+        "z",
+        "out",
+    ]
     assert np.allclose(tr.scaled, tr.scores / 2.0)
     assert np.allclose(tr.tempered, tr.scaled / 2.0)
     assert tr.settings["causal"] == "bottom-right"
     assert tr.settings["scale"] == 0.5 and tr.settings["temperature"] == 2.0
-    assert (tr.settings["L"], tr.settings["S"], tr.settings["d_k"], tr.settings["d_v"]) == (3, 5, 4, 2)
+    assert (tr.settings["L"], tr.settings["S"], tr.settings["d_k"], tr.settings["d_v"]) == (
+        3,
+        5,
+        4,
+        2,
+    )
     # bottom-right: query 0 is position 2 of 5, so keys 3 and 4 are hidden.
     assert np.isneginf(tr.masked[0, 3:]).all() and np.isfinite(tr.masked[0, :3]).all()
     assert np.all(tr.weights[0, 3:] == 0)
@@ -105,13 +120,15 @@ def test_layouts_give_the_same_result(rng):
     assert np.allclose(attention(big[::2, ::2], k, v), ref, rtol=0, atol=1e-15)  # strided
     row = rng.normal(size=(1, 5))
     b = np.broadcast_to(row, (7, 5))  # stride 0
-    assert np.allclose(attention(b, k, v), attention(np.repeat(row, 7, 0), k, v), rtol=0,
-                       atol=1e-15)
+    assert np.allclose(
+        attention(b, k, v), attention(np.repeat(row, 7, 0), k, v), rtol=0, atol=1e-15
+    )
 
 
 def test_integer_inputs_are_computed_in_float64():
-    out = attention(np.eye(2, dtype=int), np.array([[0, 1], [1, 0]]), np.array([[2, 0], [0, 3]]),
-                    scale=1.0)
+    out = attention(
+        np.eye(2, dtype=int), np.array([[0, 1], [1, 0]]), np.array([[2, 0], [0, 3]]), scale=1.0
+    )
     assert out.dtype == np.float64
     assert np.round(out[0], 2).tolist() == [0.54, 2.19]
 
@@ -132,6 +149,7 @@ def test_grouped_query_attention_equals_repeated_heads(rng):
 
 
 # ---- errors name what was expected and what came ---------------------------------------------
+
 
 def test_mismatched_d_k_names_both_shapes():
     with pytest.raises(ValueError, match=r"same last dimension d_k.*\(5, 7\).*\(5, 8\)"):

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from qkv.cli.bench import bench
 from qkv.bench.peers import PEERS, TORCH_PEERS, Config, float64_reference, inputs
+from qkv.cli.bench import bench
 
 
 def test_quick_json_reports_every_config_and_peer():
@@ -29,7 +29,9 @@ def test_quick_json_reports_every_config_and_peer():
             assert isinstance(row["peak_extra_bytes"], int) and row["peak_extra_bytes"] >= 0
             if entry["config"]["decode"]:  # memory speed against the copy bandwidth
                 assert row["kv_gb_per_s"] > 0 and row["pct_copy"] > 0
-                assert row["kv_gb_per_s"] == pytest.approx(2 * 2 * 256 * 32 * 4 / row["median_s"] / 1e9)
+                assert row["kv_gb_per_s"] == pytest.approx(
+                    2 * 2 * 256 * 32 * 4 / row["median_s"] / 1e9
+                )
     assert report["copy"]["gb_per_s"] > 0
     machine = report["machine"]  # the header's facts: BLAS, its kernel, threads
     blas = [lib for lib in machine["blas"] if lib["user_api"] == "blas"]
@@ -38,8 +40,23 @@ def test_quick_json_reports_every_config_and_peer():
 
 
 def test_table_header_names_blas_kernel_and_threads():
-    args = ["--T", "64", "--heads", "1", "--d", "8", "--decode", "--skip-full", "--min-time", "0",
-            "--peers", "qkv blocked", "--no-memory", "--gemm-size", "64"]
+    args = [
+        "--T",
+        "64",
+        "--heads",
+        "1",
+        "--d",
+        "8",
+        "--decode",
+        "--skip-full",
+        "--min-time",
+        "0",
+        "--peers",
+        "qkv blocked",
+        "--no-memory",
+        "--gemm-size",
+        "64",
+    ]
     result = CliRunner().invoke(bench, args)
     assert result.exit_code == 0, result.output
     assert "blas: " in result.output and " threads (" in result.output
@@ -48,19 +65,24 @@ def test_table_header_names_blas_kernel_and_threads():
 
 def _without(module: str, code: str) -> subprocess.CompletedProcess:
     """Run ``code`` in a fresh Python where importing ``module`` fails, as if not installed."""
-    block = ("import sys\n"
-             "class Absent:\n"
-             "    def find_spec(self, name, path=None, target=None):\n"
-             f"        if name.split('.')[0] == {module!r}:\n"
-             "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
-             "sys.meta_path.insert(0, Absent())\n")
-    return subprocess.run([sys.executable, "-c", block + code], capture_output=True, text=True,
-                          timeout=300)
+    block = (
+        "import sys\n"
+        "class Absent:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if name.split('.')[0] == {module!r}:\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, Absent())\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", block + code], capture_output=True, text=True, timeout=300
+    )
 
 
 def test_without_torch_bench_names_the_peers_it_skipped_and_why():
-    code = ("import sys; sys.argv = ['qkv', 'bench', '--quick', '--no-memory']\n"
-            "from qkv.cli import main; main()")
+    code = (
+        "import sys; sys.argv = ['qkv', 'bench', '--quick', '--no-memory']\n"
+        "from qkv.cli import main; main()"
+    )
     done = _without("torch", code)
     assert done.returncode == 0, done.stderr
     for peer in TORCH_PEERS:
@@ -69,19 +91,26 @@ def test_without_torch_bench_names_the_peers_it_skipped_and_why():
 
 
 def test_without_numba_the_fused_peer_is_skipped_and_auto_falls_back():
-    code = ("from qkv.bench.peers import unavailable; print(unavailable(['qkv fused']))\n"
-            "import numpy as np, qkv; x = np.ones((300, 300))\n"
-            "from qkv.checks import problem; from qkv.kernels.dispatch import choose\n"
-            "print(choose('auto', problem(x, x, x)))")
+    code = (
+        "from qkv.bench.peers import unavailable; print(unavailable(['qkv fused']))\n"
+        "import numpy as np, qkv; x = np.ones((300, 300))\n"
+        "from qkv.checks import problem; from qkv.kernels.dispatch import choose\n"
+        "print(choose('auto', problem(x, x, x)))"
+    )
     done = _without("numba", code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
-        "{'qkv fused': \"numba is not installed (pip install 'qkv[fast]')\"}", "blocked"]
+        "{'qkv fused': \"numba is not installed (pip install 'qkv[fast]')\"}",
+        "blocked",
+    ]
 
 
 def test_without_transformers_the_model_bench_says_why():
-    done = _without("transformers", "from qkv.bench import hf_llama; print(hf_llama.missing()); "
-                    "print(hf_llama.missing(qkv_attention=True))")
+    done = _without(
+        "transformers",
+        "from qkv.bench import hf_llama; print(hf_llama.missing()); "
+        "print(hf_llama.missing(qkv_attention=True))",
+    )
     assert done.stdout.splitlines() == ["transformers is not installed (pip install 'qkv[hf]')"] * 2
 
 
@@ -98,8 +127,12 @@ def test_model_hf_quick_json_reports_every_peer():
     peers = [r["peer"] for r in report["results"]]
     assert peers[:2] == ["qkv untraced", "qkv traced"]
     assert set(peers[2:]) | set(report["skipped_peers"]) == {
-        "transformers sdpa", "transformers eager", "transformers + qkv",
-        "transformers + qkv traced", "transformers eager + output_attentions"}
+        "transformers sdpa",
+        "transformers eager",
+        "transformers + qkv",
+        "transformers + qkv traced",
+        "transformers eager + output_attentions",
+    }
     for r in report["results"]:
         assert r["tokens"] == 8 and 0 < r["prefill_s"] < r["total_s"]
         assert r["decode_tokens_per_s"] > 0 and r["tokens_per_s"] > 0
@@ -119,8 +152,24 @@ def test_hf_needs_model():
 
 
 def test_table_output_and_skipping_by_memory():
-    args = ["--T", "64,96", "--heads", "1", "--d", "8", "--causal", "--min-time", "0",
-            "--peers", "qkv blocked,naive numpy", "--max-memory", "0.00004", "--no-memory", "--gemm-size", "256"]
+    args = [
+        "--T",
+        "64,96",
+        "--heads",
+        "1",
+        "--d",
+        "8",
+        "--causal",
+        "--min-time",
+        "0",
+        "--peers",
+        "qkv blocked,naive numpy",
+        "--max-memory",
+        "0.00004",
+        "--no-memory",
+        "--gemm-size",
+        "256",
+    ]
     result = CliRunner().invoke(bench, args)
     assert result.exit_code == 0, result.output
     for label in ("T=64 h=1 d=8 full", "T=96 h=1 d=8 causal", "qkv blocked", "naive numpy"):
@@ -129,12 +178,15 @@ def test_table_output_and_skipping_by_memory():
     assert result.output.count("skipped") == 2
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--T", "12,x"], "comma-separated integers"),
-    (["--T", "0"], "positive sizes"),
-    (["--skip-full"], "nothing to run"),
-    (["--peers", "qkv blocked,jax"], "unknown peers"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--T", "12,x"], "comma-separated integers"),
+        (["--T", "0"], "positive sizes"),
+        (["--skip-full"], "nothing to run"),
+        (["--peers", "qkv blocked,jax"], "unknown peers"),
+    ],
+)
 def test_bad_options_are_named(args, message):
     result = CliRunner().invoke(bench, args)
     assert result.exit_code == 2 and message in result.output

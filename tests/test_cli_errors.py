@@ -18,43 +18,62 @@ NO_DIR = "/nonexistent-qkv-dir/x.png"
 
 # command (lab's sub-commands as "lab NAME") -> bad arguments and words the error line must hold
 BAD = {
-    "explain": [(["--checkpoint", ""], "expected a file path, got ''"),
-                (["--png", ""], "expected a file path"),
-                (["-t", "0"], "--temperature must be a finite number > 0"),
-                (["--png", NO_DIR], f"'{NO_DIR}': No such file or directory"),
-                (["--select", "99"], "token index must be in [0, 6)"),
-                (["--softcap", "0"], "--softcap must be a finite number > 0"),
-                (["--sink", "inf"], "--sink must be a finite number"),
-                (["--alibi", "-1"], "--alibi must be a finite number ≥ 0"),
-                (["--model", "smollm2-135m", "--text", "hi", "--sink", "0"],
-                 "--softcap, --sink and --alibi apply to presets")],
-    "export": [(["--preset", "nope", "-o", "x.html"], "'nope' is not one of"),
-               (["--preset", "bank", "-o", ""], "expected a file path"),
-               (["--preset", "bank", "-o", NO_DIR.replace(".png", ".html")],
-                "nonexistent-qkv-dir")],
-    "patch": [(["--model", "/nonexistent-qkv-dir", "--text", "hi", "--ablate", "1.1"],
-               "a local transformers model directory"),
-              (["--text", "hi", "--tau", "1.1=0"], "--tau")],
+    "explain": [
+        (["--checkpoint", ""], "expected a file path, got ''"),
+        (["--png", ""], "expected a file path"),
+        (["-t", "0"], "--temperature must be a finite number > 0"),
+        (["--png", NO_DIR], f"'{NO_DIR}': No such file or directory"),
+        (["--select", "99"], "token index must be in [0, 6)"),
+        (["--softcap", "0"], "--softcap must be a finite number > 0"),
+        (["--sink", "inf"], "--sink must be a finite number"),
+        (["--alibi", "-1"], "--alibi must be a finite number ≥ 0"),
+        (
+            ["--model", "smollm2-135m", "--text", "hi", "--sink", "0"],
+            "--softcap, --sink and --alibi apply to presets",
+        ),
+    ],
+    "export": [
+        (["--preset", "nope", "-o", "x.html"], "'nope' is not one of"),
+        (["--preset", "bank", "-o", ""], "expected a file path"),
+        (["--preset", "bank", "-o", NO_DIR.replace(".png", ".html")], "nonexistent-qkv-dir"),
+    ],
+    "patch": [
+        (
+            ["--model", "/nonexistent-qkv-dir", "--text", "hi", "--ablate", "1.1"],
+            "a local transformers model directory",
+        ),
+        (["--text", "hi", "--tau", "1.1=0"], "--tau"),
+    ],
     "dims": [(["--d-model", "7", "--n-heads", "2"], "divisible by n_heads")],
     "presets": [(["--format", "nope"], "'nope' is not one of")],
     "softmax": [(["nan"], "finite"), (["1", "-t", "-1"], "--temperature")],
-    "serve": [(["--port", "70000"], "--port"), (["--host", "no such host", "--port", "0"],
-                                                "cannot listen on no such host")],
-    "heads": [(["--text", "hi", "--png", NO_DIR], f"cannot open '{NO_DIR}'"),
-              (["--text", "hi", "--png", ""], "expected a file path")],
+    "serve": [
+        (["--port", "70000"], "--port"),
+        (["--host", "no such host", "--port", "0"], "cannot listen on no such host"),
+    ],
+    "heads": [
+        (["--text", "hi", "--png", NO_DIR], f"cannot open '{NO_DIR}'"),
+        (["--text", "hi", "--png", ""], "expected a file path"),
+    ],
     "generate": [(["--prompt", "hi", "--seed", "-1"], "'--seed': -1 is not in the range")],
     "lab": [(["nope"], "No such command 'nope'")],
     "lab scaling": [(["--seed", "-1"], "'--seed': -1 is not in the range")],
     "lab symmetry": [(["--seed", str(2**40)], "'--seed'")],
     "lab temperature": [(["--png", ""], "expected a file path")],
     "lab cost": [(["--format", "xml"], "'xml' is not one of")],
-    "lab train": [(["--seed", "-1"], "'--seed': -1 is not in the range"),
-                  (["--steps", "0"], "'--steps'"), (["--out", ""], "expected a file path"),
-                  (["--per-group", "0"], "'--per-group'"),
-                  (["--dump-corpus", ""], "expected a file path")],
+    "lab train": [
+        (["--seed", "-1"], "'--seed': -1 is not in the range"),
+        (["--steps", "0"], "'--steps'"),
+        (["--out", ""], "expected a file path"),
+        (["--per-group", "0"], "'--per-group'"),
+        (["--dump-corpus", ""], "expected a file path"),
+    ],
     "quiz": [(["--kind", "nope"], "--kind must be one of"), (["--n", "0"], "'--n'")],
-    "ring": [(["--timeout", "nan"], "--timeout must be a finite number > 0"),
-             (["-n", "0"], "'--world-size'"), (["--dtype", "float16"], "'float16'")],
+    "ring": [
+        (["--timeout", "nan"], "--timeout must be a finite number > 0"),
+        (["-n", "0"], "'--world-size'"),
+        (["--dtype", "float16"], "'float16'"),
+    ],
     "bench": [(["--T", "abc"], "--T: expected comma-separated integers")],
 }
 
@@ -92,8 +111,9 @@ def loaded_models(monkeypatch, minilm):
     monkeypatch.setattr(common, "load_model", {"minilm-l6": minilm}.__getitem__)
 
 
-@pytest.mark.parametrize("name, args, words",
-                         [(n, a, w) for n, cases in BAD.items() for a, w in cases])
+@pytest.mark.parametrize(
+    "name, args, words", [(n, a, w) for n, cases in BAD.items() for a, w in cases]
+)
 def test_a_bad_argument_is_one_error_line_and_status_2(name, args, words, request):
     if name == "heads":
         request.getfixturevalue("loaded_models")
@@ -102,8 +122,10 @@ def test_a_bad_argument_is_one_error_line_and_status_2(name, args, words, reques
 
 
 def test_a_quiz_answer_that_is_not_an_answer_counts_as_wrong():
-    result = CliRunner().invoke(cli.main, ["quiz", "--kind", "masks/hidden", "--n", "2",
-                                           "--seed", "1", "--answers", ",;[,]"])
+    result = CliRunner().invoke(
+        cli.main,
+        ["quiz", "--kind", "masks/hidden", "--n", "2", "--seed", "1", "--answers", ",;[,]"],
+    )
     assert result.exit_code == 0, result.output
     assert result.output.count("not an answer: expected key positions") == 2
     assert "score: 0/2" in result.output
@@ -113,28 +135,35 @@ def qkv(*args: str, block: str | None = None) -> subprocess.CompletedProcess:
     """`qkv ARGS` in a fresh interpreter; ``block`` names a package made unimportable."""
     code = "import sys\n"
     if block:  # an import finder that answers as Python does when the package is not installed
-        code += ("class Absent:\n"
-                 "    def find_spec(self, name, path=None, target=None):\n"
-                 f"        if name.split('.')[0] == {block!r}:\n"
-                 "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
-                 "sys.meta_path.insert(0, Absent())\n")
+        code += (
+            "class Absent:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            f"        if name.split('.')[0] == {block!r}:\n"
+            "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+            "sys.meta_path.insert(0, Absent())\n"
+        )
     code += "from qkv.cli import main\nmain(sys.argv[1:], prog_name='qkv')\n"
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_a_real_process_prints_one_line_on_stderr():
     done = qkv("lab", "train", "--seed", "-1")
     assert done.returncode == 2 and done.stdout == ""
     assert "Traceback" not in done.stderr
-    assert done.stderr.strip().splitlines()[-1] == ("Error: Invalid value for '--seed': -1 is "
-                                                    "not in the range 0<=x<=4294967295.")
+    assert done.stderr.strip().splitlines()[-1] == (
+        "Error: Invalid value for '--seed': -1 is not in the range 0<=x<=4294967295."
+    )
 
 
-@pytest.mark.parametrize("args", [
-    ["lab", "train", "--steps", "1", "--out", "/nonexistent-qkv-dir/m.npz"],
-    ["ring", "-n", "2", "--T", "8"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["lab", "train", "--steps", "1", "--out", "/nonexistent-qkv-dir/m.npz"],
+        ["ring", "-n", "2", "--T", "8"],
+    ],
+)
 def test_without_torch_the_error_names_the_extra(args):
     done = qkv(*args, block="torch")
     assert done.returncode == 2, done.stderr
@@ -142,8 +171,10 @@ def test_without_torch_the_error_names_the_extra(args):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     command = "lab train" if args[0] == "lab" else args[0]
-    assert lines[0] == (f"Error: 'qkv {command}' needs the Python package 'torch', which is "
-                        f"not installed: pip install 'qkv[torch]'")
+    assert lines[0] == (
+        f"Error: 'qkv {command}' needs the Python package 'torch', which is "
+        f"not installed: pip install 'qkv[torch]'"
+    )
 
 
 def test_help_works_without_torch():

@@ -29,7 +29,7 @@ def section(text: str, title_start: str) -> list[str]:
     lines = text.splitlines()
     start = next(n for n, line in enumerate(lines) if line.startswith(title_start))
     body = []
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if not line.startswith("  "):
             break
         body.append(line.strip())
@@ -78,7 +78,7 @@ def test_default_scene_numbers_match_a_float64_reference():
     assert f"exp(entropy) = {math.exp(ent):.2f} of 6" in out
     # one dot product term by term: q[sat]·k[sat], the highest score
     q, k = scene.x[i] @ scene.W_Q, scene.x[i] @ scene.W_K
-    terms = " + ".join(f"{a:.2f}×{b:.2f}" for a, b in zip(q, k))
+    terms = " + ".join(f"{a:.2f}×{b:.2f}" for a, b in zip(q, k, strict=False))
     assert f"q[sat]·k[sat] = {terms} = {q @ k:.2f}" in out
     assert "softmax(mask(QKᵀ/√d_k/τ))·V with Q (6×3), K (6×3), V (6×3)" in out
 
@@ -126,7 +126,7 @@ def test_every_scene_prints_the_engines_weights(name, causal):
     out = plain("--preset", name, *(["--causal"] if causal else []))
     body = section(out, "4.")
     header = next(n for n, line in enumerate(body) if line.startswith("key"))
-    printed = [line.split()[-1] for line in body[header + 1:header + 1 + len(scene.tokens)]]
+    printed = [line.split()[-1] for line in body[header + 1 : header + 1 + len(scene.tokens)]]
     assert printed == [f"{e:.3f}" for e in w[scene.select]]
     assert "sum of weights = 1.000" in out
 
@@ -164,8 +164,10 @@ def test_markdown_renders_as_markdown():
     assert "<p>selected query: ___ (position 7)</p>" in html
     assert "<p>___ attends most to he (weight 0.939)</p>" in html
     # worked arithmetic is one code block per run of lines, kept verbatim
-    assert ("<pre><code class=\"language-text\">  q[___]·k[he] = 3.00×2.00 + 1.00×1.00 = 7.00\n"
-            "</code></pre>") in html
+    assert (
+        '<pre><code class="language-text">  q[___]·k[he] = 3.00×2.00 + 1.00×1.00 = 7.00\n'
+        "</code></pre>"
+    ) in html
     assert "sum of weights = 1.000\nentropy" in html
     assert "<code>" not in html.replace('<code class="language-text">', "")
 
@@ -188,12 +190,15 @@ def test_select_token_at_position_as_the_rows_are_labelled():
         assert printed == [f"{w[i, j]:.3f}" for j in (0, 2, 4)]
     result = run("--select", "the@3")
     assert result.exit_code == 2
-    assert result.output.strip() == ("Error: 'the@3': position 3 holds 'on', not 'the'; choose one "
-                                     "of ['the@0', 'cat', 'sat', 'on', 'the@4', 'mat']")
+    assert result.output.strip() == (
+        "Error: 'the@3': position 3 holds 'on', not 'the'; choose one "
+        "of ['the@0', 'cat', 'sat', 'on', 'the@4', 'mat']"
+    )
     result = run("--select", "mat@9")
     assert result.exit_code == 2
-    assert result.output.strip() == ("Error: 'mat@9': position 9 is past the last token; "
-                                     "positions run 0-5")
+    assert result.output.strip() == (
+        "Error: 'mat@9': position 9 is past the last token; positions run 0-5"
+    )
 
 
 def test_the_highest_score_written_out_is_among_the_visible_keys():
@@ -202,7 +207,7 @@ def test_the_highest_score_written_out_is_among_the_visible_keys():
     scores = q[1] @ k.T  # (6,) for the query 'cat'
     assert int(np.argmax(scores)) == 2  # 'sat' scores highest, but the causal mask hides it
     out = plain("--select", "cat", "--causal")
-    terms = " + ".join(f"{a:.2f}×{b:.2f}" for a, b in zip(q[1], k[1]))
+    terms = " + ".join(f"{a:.2f}×{b:.2f}" for a, b in zip(q[1], k[1], strict=False))
     assert "term by term, the highest one among the keys it may see:" in out
     assert f"q[cat]·k[cat] = {terms} = {scores[1]:.2f}" in out
     assert "q[cat]·k[sat]" not in out
@@ -240,17 +245,21 @@ def test_rounded_terms_add_up_to_the_total_shown_or_say_so(name):
                 assert "≈: the terms are shown rounded" in out
             weights = section(out, "4.")
             header = next(n for n, line in enumerate(weights) if line.startswith("key"))
-            body = [line.split() for line in weights[header + 1:header + 1 + len(scene.tokens)]]
-            for col, what, line_start in ((-1, "weights", "sum of weights = "),
-                                          (-2, "e^ values", "weight = e^(masked")):
+            body = [line.split() for line in weights[header + 1 : header + 1 + len(scene.tokens)]]
+            for col, what, line_start in (
+                (-1, "weights", "sum of weights = "),
+                (-2, "e^ values", "weight = e^(masked"),
+            ):
                 line = next((x for x in weights if x.startswith(line_start)), None)
                 if line is None:  # a fully masked row has no sum
                     continue
                 total = re.search(r"(?:= |÷ )(\d+\.\d{3})(?: |$)", line).group(1)
                 shown = f"{sum(float(r[col]) for r in body):.3f}"
                 if shown != total:
-                    assert f"(the {what} shown are rounded to 3 decimals: they add up to " \
-                           f"{shown})" in line
+                    assert (
+                        f"(the {what} shown are rounded to 3 decimals: they add up to "
+                        f"{shown})" in line
+                    )
     assert checked >= 4 * len(scene.tokens)
     if name == "cat-sat":
         assert approximate > 0  # z[1] of 'sat' prints terms adding to 0.59 beside z = 0.58
@@ -278,27 +287,43 @@ def test_png_heatmap_has_the_expected_size_outline_and_masked_cells(tmp_path):
         img = matplotlib.image.imread(path)[..., :3]  # (600, 800, 3) in [0, 1]
         return int((np.abs(img - np.array(rgb) / 255).max(axis=-1) < 0.02).sum())
 
-    red, grey = (0xd6, 0x27, 0x28), (0xd0, 0xd0, 0xd0)
+    red, grey = (0xD6, 0x27, 0x28), (0xD0, 0xD0, 0xD0)
     assert count(causal, red) > 500 and count(full, red) > 500  # the selected row's outline
     assert count(causal, grey) > 20 * count(full, grey) + 5000  # masked cells are grey
 
 
-@pytest.mark.parametrize("args, message", [
-    (("--preset", "nope"), "unknown preset 'nope'; choose one of ['cat-sat', 'agreement', "
-                           "'bank', 'two-token', 'two-heads']"),
-    (("--select", "dog"), "token 'dog' is not in scene 'cat-sat'; choose one of ['the', 'cat', "
-                          "'sat', 'on', 'the', 'mat'] or an index 0-5"),
-    (("--select", "6"), "token index must be in [0, 6) for scene 'cat-sat', got 6"),
-    (("-t", "0"), "--temperature must be a finite number > 0, got 0.0"),
-    (("-t", "-2"), "--temperature must be a finite number > 0, got -2.0"),
-    (("-t", "1e-310"), "temperature 1e-310 is too small for these scores: scaled ÷ τ "
-                       "overflows float64 (largest |scaled| = 2.10895); use τ ≥ 1.17e-308"),
-    (("--head", "1"), "--head must be one of [0]: scene 'cat-sat' has a single head, got 1"),
-    (("--preset", "two-heads", "--head", "2"),
-     "--head must be one of [0, 1]: scene 'two-heads' has 2 heads, got 2"),
-    (("--preset", "two-heads", "--no-scale"),
-     "scene 'two-heads' is multi-head; it always scales by 1/√d_head"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ("--preset", "nope"),
+            "unknown preset 'nope'; choose one of ['cat-sat', 'agreement', "
+            "'bank', 'two-token', 'two-heads']",
+        ),
+        (
+            ("--select", "dog"),
+            "token 'dog' is not in scene 'cat-sat'; choose one of ['the', 'cat', "
+            "'sat', 'on', 'the', 'mat'] or an index 0-5",
+        ),
+        (("--select", "6"), "token index must be in [0, 6) for scene 'cat-sat', got 6"),
+        (("-t", "0"), "--temperature must be a finite number > 0, got 0.0"),
+        (("-t", "-2"), "--temperature must be a finite number > 0, got -2.0"),
+        (
+            ("-t", "1e-310"),
+            "temperature 1e-310 is too small for these scores: scaled ÷ τ "
+            "overflows float64 (largest |scaled| = 2.10895); use τ ≥ 1.17e-308",
+        ),
+        (("--head", "1"), "--head must be one of [0]: scene 'cat-sat' has a single head, got 1"),
+        (
+            ("--preset", "two-heads", "--head", "2"),
+            "--head must be one of [0, 1]: scene 'two-heads' has 2 heads, got 2",
+        ),
+        (
+            ("--preset", "two-heads", "--no-scale"),
+            "scene 'two-heads' is multi-head; it always scales by 1/√d_head",
+        ),
+    ],
+)
 def test_errors_exit_2_with_one_line(args, message):
     result = run(*args)
     assert result.exit_code == 2
@@ -321,12 +346,26 @@ def test_softcap_sink_and_alibi_show_their_steps_with_the_engines_numbers():
     from qkv.cli import main
     from qkv.explain.numbers import fmt
 
-    args = ["explain", "--preset", "cat-sat", "--select", "sat", "--causal", "--softcap", "1",
-            "--sink", "0", "--alibi", "0.5"]
+    args = [
+        "explain",
+        "--preset",
+        "cat-sat",
+        "--select",
+        "sat",
+        "--causal",
+        "--softcap",
+        "1",
+        "--sink",
+        "0",
+        "--alibi",
+        "0.5",
+    ]
     result = CliRunner().invoke(main, [*args, "--format", "plain"])
     assert result.exit_code == 0, result.output
-    assert "4. scaled → tempered → capped → biased → masked → weights (softmax with a sink)" \
+    assert (
+        "4. scaled → tempered → capped → biased → masked → weights (softmax with a sink)"
         in result.output
+    )
     scene = qkv.presets.load("cat-sat")
     q, k = scene.x @ scene.W_Q, scene.x @ scene.W_K
     s = q[2] @ k.T / np.sqrt(q.shape[1])  # row "sat", float64 by hand

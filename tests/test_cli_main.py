@@ -29,10 +29,12 @@ def test_every_command_resolves_and_its_help_has_an_example(name):
 
 
 def test_help_imports_no_heavy_module():
-    code = ("import sys\nfrom qkv.cli import main\n"
-            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "heavy = ['torch', 'matplotlib', 'fastapi', 'uvicorn', 'rich']\n"
-            "print('LOADED', [m for m in heavy if m in sys.modules])\n")
+    code = (
+        "import sys\nfrom qkv.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = ['torch', 'matplotlib', 'fastapi', 'uvicorn', 'rich']\n"
+        "print('LOADED', [m for m in heavy if m in sys.modules])\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "LOADED []" in out.stdout, out.stdout
 

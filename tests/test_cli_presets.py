@@ -18,8 +18,7 @@ def test_lists_every_scene_with_its_lesson():
 
 def test_json_names_the_default_and_the_heads():
     rows = json.loads(CliRunner().invoke(main, ["presets", "--format", "json"]).stdout)
-    assert [r["name"] for r in rows] == ["cat-sat", "agreement", "bank", "two-token",
-                                         "two-heads"]
+    assert [r["name"] for r in rows] == ["cat-sat", "agreement", "bank", "two-token", "two-heads"]
     assert [r["name"] for r in rows if r["default"]] == ["cat-sat"]
     assert {r["name"]: r["n_heads"] for r in rows}["two-heads"] == 2
     assert rows[0]["select"] == "sat"

@@ -19,8 +19,10 @@ def run(*args, input=None):
 
 
 HEADS = re.compile(r"d_model = (\d+)(?: and|,) (\d+) heads")
-CAUSAL = re.compile(r"L = (\d+) queries over S = (\d+) keys .*?, (\S+) alignment\. "
-                    r"Which keys does query (\d+) NOT see")
+CAUSAL = re.compile(
+    r"L = (\d+) queries over S = (\d+) keys .*?, (\S+) alignment\. "
+    r"Which keys does query (\d+) NOT see"
+)
 
 
 def d_head_answers(output: str) -> list[int]:
@@ -40,8 +42,16 @@ def test_answers_option_right_and_wrong():
     first = run("--kind", "sizes/d_head", "--n", "3", "--seed", "4", "--answers", ";;")
     right = d_head_answers(first.output)
     assert len(right) == 3
-    result = run("--kind", "sizes/d_head", "--n", "3", "--seed", "4",
-                 "--answers", f"{right[0]};{right[1] + 1};{right[2]}")
+    result = run(
+        "--kind",
+        "sizes/d_head",
+        "--n",
+        "3",
+        "--seed",
+        "4",
+        "--answers",
+        f"{right[0]};{right[1] + 1};{right[2]}",
+    )
     assert result.exit_code == 0, result.output
     assert result.output.count("✓ right") == 2 and result.output.count("✗ not quite") == 1
     assert f"you said {right[1] + 1:,}, the answer is {right[1]:,}" in result.output
@@ -54,7 +64,9 @@ def test_masks_through_the_cli_match_the_alignment_rule():
     probe = run("--kind", "masks/hidden", "--n", "4", "--seed", "9", "--answers", ";;;")
     answers = hidden_answers(probe.output)
     assert len(answers) == 4
-    result = run("--kind", "masks/hidden", "--n", "4", "--seed", "9", "--answers", ";".join(answers))
+    result = run(
+        "--kind", "masks/hidden", "--n", "4", "--seed", "9", "--answers", ";".join(answers)
+    )
     assert "score: 4/4 (100%)" in result.output, result.output
 
 
@@ -89,12 +101,15 @@ def test_same_seed_same_questions_and_seed_is_printed():
     assert re.search(r"seed \d+ \(--seed \d+ repeats them\)", fresh.output)
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--topic", "algebra"], "Invalid value for '--topic'"),
-    (["--n", "0"], "Invalid value for '--n'"),
-    (["--seed", "-3"], "Invalid value for '--seed'"),
-    (["--kind", "sizes/nope"], "--kind must be one of"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--topic", "algebra"], "Invalid value for '--topic'"),
+        (["--n", "0"], "Invalid value for '--n'"),
+        (["--seed", "-3"], "Invalid value for '--seed'"),
+        (["--kind", "sizes/nope"], "--kind must be one of"),
+    ],
+)
 def test_bad_options_are_one_line_errors(args, message):
     result = run(*args, "--answers", "")
     assert result.exit_code == 2
@@ -115,8 +130,9 @@ def test_every_example_answer_in_help_is_right():
             runs.append((shlex.split(line.split("  ")[0])[2:], None))
         elif line.startswith("printf"):
             feed, command = line.split(" | ")
-            runs.append((shlex.split(command.split("  ")[0])[2:],
-                         shlex.split(feed)[1].replace("\\n", "\n")))
+            runs.append(
+                (shlex.split(command.split("  ")[0])[2:], shlex.split(feed)[1].replace("\\n", "\n"))
+            )
     option = re.search(r"Example, all three right: (--n 3 --seed 1 --answers '[^']*')", flat)
     runs.append((shlex.split(option.group(1)), None))
     assert len(runs) == 3
@@ -133,8 +149,10 @@ def test_one_quiz_never_repeats_an_exercise():
     assert len(questions) == 7 and len(set(questions)) == 7  # 7 kinds, one question each
     result = run("--topic", "concepts", "--n", "8", "--answers", "")
     assert result.exit_code == 2
-    assert result.output.strip() == ("Error: --n 8: topic 'concepts' has 7 different exercises; "
-                                     "asked for 8, so some would repeat (ask for 7 or fewer)")
+    assert result.output.strip() == (
+        "Error: --n 8: topic 'concepts' has 7 different exercises; "
+        "asked for 8, so some would repeat (ask for 7 or fewer)"
+    )
     result = run("--kind", "masks/empty_row_value", "--n", "3", "--seed", "1", "--answers", ";;")
     assert result.exit_code == 0, result.output
     assert len(set(re.findall(r"with L = \d+ queries and S = \d+ keys", result.output))) == 3
@@ -154,8 +172,14 @@ pexpect = pytest.importorskip("pexpect", reason="pexpect is not installed (dev e
 
 def spawn(*args):
     env = dict(os.environ, COLUMNS="200", LINES="40")  # questions on one line each
-    child = pexpect.spawn(sys.executable, ["-m", "qkv.cli.quiz", *args], encoding="utf-8",
-                          timeout=30, dimensions=(40, 200), env=env)
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "qkv.cli.quiz", *args],
+        encoding="utf-8",
+        timeout=30,
+        dimensions=(40, 200),
+        env=env,
+    )
     return child
 
 
@@ -220,8 +244,9 @@ def test_runs_under_the_lazy_qkv_group():
     from qkv.cli import LazyGroup
 
     group = LazyGroup("qkv", lazy={"quiz": "qkv.cli.quiz:quiz"})
-    result = CliRunner().invoke(group, ["quiz", "--topic", "scores", "--n", "2", "--seed", "3",
-                                        "--answers", "q"])
+    result = CliRunner().invoke(
+        group, ["quiz", "--topic", "scores", "--n", "2", "--seed", "3", "--answers", "q"]
+    )
     assert result.exit_code == 0, result.output
     assert "qkv quiz · scores · 2 exercises · seed 3" in result.output
     assert "score: 0/0, 2 not answered" in result.output

@@ -50,7 +50,9 @@ def test_very_negative_scores_keep_their_exponentials_visible():
     result = run("-1000", "-1001", "--format", "plain")
     assert "e^(x/τ + 1000.00)" in result.output
     assert f"1 + {math.exp(-1):.4g} = {1 + math.exp(-1):.4g}" in result.output
-    assert f"[{1 / (1 + math.exp(-1)):.2f}, {math.exp(-1) / (1 + math.exp(-1)):.2f}]" in result.output
+    assert (
+        f"[{1 / (1 + math.exp(-1)):.2f}, {math.exp(-1) / (1 + math.exp(-1)):.2f}]" in result.output
+    )
 
 
 def test_rich_output_has_no_colour_codes_when_piped():
@@ -60,13 +62,19 @@ def test_rich_output_has_no_colour_codes_when_piped():
     assert "0.67" in result.output and "0.24" in result.output and "0.09" in result.output
 
 
-@pytest.mark.parametrize("args, message", [
-    (("2", "1", "-t", "0"), "--temperature must be a finite number > 0, got 0.0"),
-    (("2", "1", "-t", "-1"), "--temperature must be a finite number > 0, got -1.0"),
-    (("2", "inf"), "scores must be finite numbers, got inf"),
-    (("2", "1", "-t", "1e-310"), "--temperature 1e-310 is too small for these scores: x/τ "
-                                 "overflows float64 (largest |x/τ| must stay below 1.8e308)"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("2", "1", "-t", "0"), "--temperature must be a finite number > 0, got 0.0"),
+        (("2", "1", "-t", "-1"), "--temperature must be a finite number > 0, got -1.0"),
+        (("2", "inf"), "scores must be finite numbers, got inf"),
+        (
+            ("2", "1", "-t", "1e-310"),
+            "--temperature 1e-310 is too small for these scores: x/τ "
+            "overflows float64 (largest |x/τ| must stay below 1.8e308)",
+        ),
+    ],
+)
 def test_bad_input_exits_2_with_one_line(args, message):
     result = run(*args)
     assert result.exit_code == 2

@@ -9,10 +9,19 @@ from qkv import MultiHeadAttention
 from qkv.explain.dims import MODELS, AttentionDims, model, nbytes, sections
 
 
-@pytest.mark.parametrize("name, d_head", [
-    ("andrea-12m", 32), ("andrea-120m", 64), ("andrea-480m", 64), ("andrea-2b", 128),
-    ("mini-gpt", 16), ("gpt2-small", 64), ("minilm-l6", 32), ("smollm2-135m", 64),
-])
+@pytest.mark.parametrize(
+    "name, d_head",
+    [
+        ("andrea-12m", 32),
+        ("andrea-120m", 64),
+        ("andrea-480m", 64),
+        ("andrea-2b", 128),
+        ("mini-gpt", 16),
+        ("gpt2-small", 64),
+        ("minilm-l6", 32),
+        ("smollm2-135m", 64),
+    ],
+)
 def test_d_head_of_the_known_models(name, d_head):
     assert model(name).d_head == d_head
 
@@ -52,8 +61,8 @@ def test_kv_cache_bytes_per_token():
 
 def test_score_memory():
     d = model("andrea-120m").to_dict()
-    assert d["scores_per_layer"] == 12 * 1024 ** 2
-    assert d["score_bytes_per_layer"] == {"float32": 48 * 2 ** 20, "bfloat16": 24 * 2 ** 20}
+    assert d["scores_per_layer"] == 12 * 1024**2
+    assert d["score_bytes_per_layer"] == {"float32": 48 * 2**20, "bfloat16": 24 * 2**20}
 
 
 def test_flops_match_torch_flop_counter():
@@ -84,17 +93,22 @@ def test_flops_match_torch_flop_counter():
     assert config.flops() == counts
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(d_model=100, n_heads=12), "d_model must be divisible by n_heads, got d_model=100, "
-                                    "n_heads=12"),
-    (dict(d_model=0, n_heads=1), "d_model must be a positive integer, got 0"),
-    (dict(d_model=-64, n_heads=4), "d_model must be a positive integer, got -64"),
-    (dict(d_model=64, n_heads=0), "n_heads must be a positive integer, got 0"),
-    (dict(d_model=64, n_heads=4, n_kv_heads=3), "n_heads must be divisible by n_kv_heads"),
-    (dict(d_model=64, n_heads=4, context=0), "context must be a positive integer, got 0"),
-    (dict(d_model=64, n_heads=4, layers=True), "layers must be a positive integer, got True"),
-    (dict(d_model=64.0, n_heads=4), "d_model must be a positive integer, got 64.0"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (
+            dict(d_model=100, n_heads=12),
+            "d_model must be divisible by n_heads, got d_model=100, n_heads=12",
+        ),
+        (dict(d_model=0, n_heads=1), "d_model must be a positive integer, got 0"),
+        (dict(d_model=-64, n_heads=4), "d_model must be a positive integer, got -64"),
+        (dict(d_model=64, n_heads=0), "n_heads must be a positive integer, got 0"),
+        (dict(d_model=64, n_heads=4, n_kv_heads=3), "n_heads must be divisible by n_kv_heads"),
+        (dict(d_model=64, n_heads=4, context=0), "context must be a positive integer, got 0"),
+        (dict(d_model=64, n_heads=4, layers=True), "layers must be a positive integer, got True"),
+        (dict(d_model=64.0, n_heads=4), "d_model must be a positive integer, got 64.0"),
+    ],
+)
 def test_invalid_sizes_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         AttentionDims(**kwargs)

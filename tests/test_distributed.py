@@ -35,13 +35,12 @@ CASES = [
 def reports(request):
     world = request.param
     per_rank = launch.run(check.workers, world, CASES, timeout_s=60)
-    return world, [check.compare([r[i] for r in per_rank], setup)
-                   for i, setup in enumerate(CASES)]
+    return world, [check.compare([r[i] for r in per_rank], setup) for i, setup in enumerate(CASES)]
 
 
 def test_output_equals_single_process_attention(reports):
     world, reps = reports
-    for setup, rep in zip(CASES, reps):
+    for setup, rep in zip(CASES, reps, strict=False):
         assert rep["world_size"] == world
         if setup.dtype == "float64":
             assert rep["max_abs_diff"] <= 1e-10, setup
@@ -51,7 +50,7 @@ def test_output_equals_single_process_attention(reports):
 
 def test_gradients_equal_single_process_gradients(reports):
     _, reps = reports
-    for setup, rep in zip(CASES, reps):
+    for setup, rep in zip(CASES, reps, strict=False):
         if setup.grad:
             assert max(rep["grad_max_abs_diff"]) <= 1e-10, setup
 
@@ -73,13 +72,15 @@ def test_slices_cover_the_sequence_unevenly():
 
 @pytest.mark.parametrize("world", [2, 3])
 def test_a_failing_rank_stops_the_others_with_its_own_error_and_leaves_no_file(
-        world, tmp_path, monkeypatch):
+    world, tmp_path, monkeypatch
+):
     monkeypatch.setenv("TMPDIR", str(tmp_path))  # where the ranks would write error files
     monkeypatch.setattr("tempfile.tempdir", str(tmp_path))
     with pytest.raises(RuntimeError) as e:
         launch.run(check.worker, world, check.Setup(T=8, fail_rank=1), timeout_s=20)
-    assert str(e.value) == ("a rank failed, so the ring stopped: rank 1: ValueError: rank 1 "
-                            "was asked to fail")
+    assert str(e.value) == (
+        "a rank failed, so the ring stopped: rank 1: ValueError: rank 1 was asked to fail"
+    )
     assert multiprocessing.active_children() == []  # the other ranks were stopped
     assert list(tmp_path.iterdir()) == []
 
@@ -106,9 +107,13 @@ def _running(pid: int) -> bool:
 @pytest.mark.parametrize("to_group", [True, False], ids=["terminal Ctrl-C", "parent only"])
 def test_ctrl_c_stops_the_parent_and_every_rank_within_5_s(to_group):
     code = "import sys\nfrom qkv.cli import main\nmain(sys.argv[1:], prog_name='qkv')\n"
-    parent = subprocess.Popen([sys.executable, "-c", code, "ring", "-n", "2", "--T", "80000"],
-                              start_new_session=True, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", code, "ring", "-n", "2", "--T", "80000"],
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while len(ranks := _descendants(parent.pid)) < 2:  # both ranks started

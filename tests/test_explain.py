@@ -4,9 +4,17 @@ import numpy as np
 import pytest
 
 import qkv
-from qkv.explain.walkthrough import (Section, dot_terms, fmt, labels, render_plain, select_label,
-                                     vec, walkthrough)
 from qkv.explain.format import Formula, Table, render_markdown, section
+from qkv.explain.walkthrough import (
+    Section,
+    dot_terms,
+    fmt,
+    labels,
+    render_plain,
+    select_label,
+    vec,
+    walkthrough,
+)
 
 
 def text(sections) -> str:
@@ -72,10 +80,24 @@ def test_sections_keep_tables_in_their_lines_and_markdown_escapes_what_it_must()
     from markdown_it import MarkdownIt
 
     t = Table(("", "a|b"), (("x_1", "-1.00"),))
-    sec = section("demo", "before *", t, Formula("z[0] = 1 + 2 = 3"), Formula("y = ```a```"),
-                  "- not a list", "after")
-    assert sec.lines == ("before *", "       a|b", "x_1  -1.00", "z[0] = 1 + 2 = 3", "y = ```a```",
-                         "- not a list", "after")
+    sec = section(
+        "demo",
+        "before *",
+        t,
+        Formula("z[0] = 1 + 2 = 3"),
+        Formula("y = ```a```"),
+        "- not a list",
+        "after",
+    )
+    assert sec.lines == (
+        "before *",
+        "       a|b",
+        "x_1  -1.00",
+        "z[0] = 1 + 2 = 3",
+        "y = ```a```",
+        "- not a list",
+        "after",
+    )
     md = render_markdown([sec])
     assert "| x\\_1 | -1.00 |" in md and "| a\\|b |" in md
     assert "\n\n| " in md  # a blank line keeps the table apart from the text before it

@@ -53,14 +53,34 @@ def column(table, name):
 
 def test_softcap_bias_and_sink_columns_equal_float64_by_hand():
     bias = [[0.5, -1.0, 0.25], [0.0, 1.5, -0.5], [-2.0, 0.0, 1.0]]
-    _, tr = qkv.attention(Q, K, V, softcap=1.5, bias=np.array(bias), sinks=np.array(0.3),
-                          causal=True, return_trace=True)
+    _, tr = qkv.attention(
+        Q,
+        K,
+        V,
+        softcap=1.5,
+        bias=np.array(bias),
+        sinks=np.array(0.3),
+        causal=True,
+        return_trace=True,
+    )
     want = hand(1, cap=1.5, bias=bias, sink=0.3, causal=True)
     sec, table = softmax_section(tr, 1)
-    assert sec.title == "4. scaled → tempered → capped → biased → masked → weights (softmax " \
-                        "with a sink)"
-    assert table.columns == ("key", "score", "scaled", "tempered", "capped", "bias", "biased",
-                            "masked", "e^(m−max)", "weight")
+    assert (
+        sec.title == "4. scaled → tempered → capped → biased → masked → weights (softmax "
+        "with a sink)"
+    )
+    assert table.columns == (
+        "key",
+        "score",
+        "scaled",
+        "tempered",
+        "capped",
+        "bias",
+        "biased",
+        "masked",
+        "e^(m−max)",
+        "weight",
+    )
     keys = table.rows[:3]
     assert [r[0] for r in keys] + [table.rows[3][0]] == ["0", "1", "2", "sink"]
     assert column(table, "capped")[:3] == [fmt(x) for x in want["capped"]]
@@ -68,8 +88,7 @@ def test_softcap_bias_and_sink_columns_equal_float64_by_hand():
     assert column(table, "biased")[:3] == [fmt(x) for x in want["biased"]]
     assert column(table, "masked") == [fmt(x) for x in want["masked"]] + ["0.30"]
     assert column(table, "e^(m−max)") == [fmt(x, 3) for x in want["e"]] + [fmt(want["e_sink"], 3)]
-    assert column(table, "weight") == [fmt(x, 3) for x in want["weights"]] + [
-        fmt(want["sink"], 3)]
+    assert column(table, "weight") == [fmt(x, 3) for x in want["weights"]] + [fmt(want["sink"], 3)]
     text = "\n".join(str(b) for b in sec.blocks)
     assert "capped = cap·tanh(tempered ÷ cap) = 1.500·tanh(tempered ÷ 1.500)" in text
     assert "biased = capped + bias" in text
@@ -102,15 +121,15 @@ def test_without_the_optional_steps_the_table_is_unchanged():
     _, tr = qkv.attention(Q, K, V, causal=True, return_trace=True)
     sec, table = softmax_section(tr, 2)
     assert sec.title == "4. scaled → tempered → masked → weights (softmax)"
-    assert table.columns == ("key", "score", "scaled", "tempered", "masked", "e^(m−max)",
-                            "weight")
+    assert table.columns == ("key", "score", "scaled", "tempered", "masked", "e^(m−max)", "weight")
     formula = [s for s in walkthrough(tr, 2) if s.title == "formula"][0]
     assert "softmax(mask(QKᵀ/√d_k/τ))·V" in str(formula.lines[0])
 
 
 def test_the_formula_line_names_the_steps_present():
-    _, tr = qkv.attention(Q, K, V, softcap=2.0, bias=np.zeros((3, 3)), sinks=np.array(0.0),
-                          return_trace=True)
+    _, tr = qkv.attention(
+        Q, K, V, softcap=2.0, bias=np.zeros((3, 3)), sinks=np.array(0.0), return_trace=True
+    )
     formula = [s for s in walkthrough(tr, 0) if s.title == "formula"][0]
     line = str(formula.lines[0])
     assert "softmax₊sink(mask(cap·tanh(QKᵀ/√d_k/τ ÷ cap) + B))·V" in line
@@ -118,13 +137,16 @@ def test_the_formula_line_names_the_steps_present():
 
 
 def test_alibi_is_minus_slope_times_distance_bottom_right():
-    np.testing.assert_array_equal(masks.alibi(2, 4, 0.5), [[-1.0, -0.5, 0.0, -0.5],
-                                                           [-1.5, -1.0, -0.5, 0.0]])
+    np.testing.assert_array_equal(
+        masks.alibi(2, 4, 0.5), [[-1.0, -0.5, 0.0, -0.5], [-1.5, -1.0, -0.5, 0.0]]
+    )
     np.testing.assert_array_equal(masks.alibi(3, slope=0.0), np.zeros((3, 3)))
 
 
-@pytest.mark.parametrize("slope, error", [(-0.1, ValueError), (math.inf, ValueError),
-                                          ("1", TypeError), (True, TypeError)])
+@pytest.mark.parametrize(
+    "slope, error",
+    [(-0.1, ValueError), (math.inf, ValueError), ("1", TypeError), (True, TypeError)],
+)
 def test_alibi_refuses_a_bad_slope(slope, error):
     with pytest.raises(error, match="slope must be"):
         masks.alibi(3, 3, slope)

@@ -15,15 +15,24 @@ ALIGNS = (None, "bottom-right", "top-left")
 
 
 def reference(q, k, v, *, mask=None, causal=None, scale=None, temperature=1.0):
-    return qkv.attention(q, k, v, mask=mask, causal=causal or False, scale=scale,
-                         temperature=temperature, backend="reference")
+    return qkv.attention(
+        q,
+        k,
+        v,
+        mask=mask,
+        causal=causal or False,
+        scale=scale,
+        temperature=temperature,
+        backend="reference",
+    )
 
 
 def blocked(q, k, v, *, mask=None, causal=None, scale=None, temperature=1.0, **tiles):
     """The kernel as the blocked backend calls it, with chosen tile sizes."""
     scale = 1.0 / np.sqrt(q.shape[-1]) if scale is None else scale
-    return blocked_attention(q, k, v, mask=mask, causal=causal, scale=scale,
-                             temperature=temperature, **tiles)
+    return blocked_attention(
+        q, k, v, mask=mask, causal=causal, scale=scale, temperature=temperature, **tiles
+    )
 
 
 def draw(rng, shape, dtype=np.float64, size=3.0):
@@ -54,12 +63,16 @@ def problems(draw_, dtype=np.float64):
         if L and draw_(st.booleans()):
             mask[..., rng.integers(L), :] = False  # a fully masked row
     settings_ = {
-        "mask": mask, "causal": draw_(st.sampled_from(ALIGNS)),
+        "mask": mask,
+        "causal": draw_(st.sampled_from(ALIGNS)),
         "scale": draw_(st.sampled_from([None, 1.0, 0.37])),
         "temperature": draw_(st.sampled_from([1.0, 0.5, 2.5])),
     }
-    tiles = {"block_q": draw_(st.integers(1, 40)), "block_k": draw_(st.integers(1, 23)),
-             "workers": draw_(st.sampled_from([1, 2]))}
+    tiles = {
+        "block_q": draw_(st.integers(1, 40)),
+        "block_k": draw_(st.integers(1, 23)),
+        "workers": draw_(st.sampled_from([1, 2])),
+    }
     return q, k, v, settings_, tiles
 
 
@@ -100,13 +113,18 @@ def test_blocked_float32_error_is_within_twice_the_references(problem):
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_odd_shapes_through_the_public_api(causal, dtype):
     rng = np.random.default_rng(113)
-    q, k, v = draw(rng, (2, 113, 59), dtype), draw(rng, (2, 203, 59), dtype), \
-        draw(rng, (2, 203, 31), dtype)
+    q, k, v = (
+        draw(rng, (2, 113, 59), dtype),
+        draw(rng, (2, 203, 59), dtype),
+        draw(rng, (2, 203, 31), dtype),
+    )
     mask = rng.random((113, 203)) < 0.6
-    expected = reference(*(a.astype(np.float64) for a in (q, k, v)), mask=mask, causal=causal,
-                         temperature=0.7)
-    got = qkv.attention(q, k, v, mask=mask, causal=causal or False, temperature=0.7,
-                        backend="blocked")
+    expected = reference(
+        *(a.astype(np.float64) for a in (q, k, v)), mask=mask, causal=causal, temperature=0.7
+    )
+    got = qkv.attention(
+        q, k, v, mask=mask, causal=causal or False, temperature=0.7, backend="blocked"
+    )
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12 if dtype == np.float64 else 1e-5)
 
 
@@ -116,8 +134,11 @@ def test_unshifted_and_shifted_tiles_both_match(dtype, shifted):
     # small scores: the kernel may skip the running-max shift; scores of ±hundreds: it must not
     size = (16.0 if dtype == np.float64 else 6.0) if shifted else 0.5
     rng = np.random.default_rng(16)
-    q, k, v = draw(rng, (2, 90, 32), dtype, size), draw(rng, (2, 130, 32), dtype, size), \
-        draw(rng, (2, 130, 8), dtype)
+    q, k, v = (
+        draw(rng, (2, 90, 32), dtype, size),
+        draw(rng, (2, 130, 32), dtype, size),
+        draw(rng, (2, 130, 8), dtype),
+    )
     mask = rng.random((90, 130)) < 0.8
     mask[7] = False
     qs = (q[0] / np.sqrt(32))[None]
@@ -193,10 +214,13 @@ def test_one_query_decoding_against_a_long_grouped_cache():
 
 def test_empty_sizes():
     rng = np.random.default_rng(5)
-    assert np.array_equal(qkv.attention(draw(rng, (3, 4)), np.zeros((0, 4)), np.zeros((0, 2)),
-                                        backend="blocked"), np.zeros((3, 2)))
-    assert qkv.attention(np.zeros((0, 4)), draw(rng, (5, 4)), draw(rng, (5, 2)),
-                         backend="blocked").shape == (0, 2)
+    assert np.array_equal(
+        qkv.attention(draw(rng, (3, 4)), np.zeros((0, 4)), np.zeros((0, 2)), backend="blocked"),
+        np.zeros((3, 2)),
+    )
+    assert qkv.attention(
+        np.zeros((0, 4)), draw(rng, (5, 4)), draw(rng, (5, 2)), backend="blocked"
+    ).shape == (0, 2)
 
 
 def test_threads_do_not_change_a_single_bit():
@@ -243,8 +267,9 @@ def test_a_mask_shared_by_heads_is_not_copied_per_head():
         tracemalloc.stop()
     assert peak < L * S / 4, f"peak {peak / 2**20:.1f} MiB vs mask {L * S / 2**20} MiB"
     rows = [0, 1234, L - 1]
-    expected = reference(q[:, rows].astype(np.float64), k.astype(np.float64),
-                         v.astype(np.float64), mask=mask[rows])
+    expected = reference(
+        q[:, rows].astype(np.float64), k.astype(np.float64), v.astype(np.float64), mask=mask[rows]
+    )
     np.testing.assert_allclose(got[:, rows], expected, atol=1e-5)
 
 
@@ -255,8 +280,10 @@ BAD_INPUTS = [
     (dict(q=np.ones((3, 4)), k=np.ones((5, 4)), v=np.ones((6, 2))), {}),
     (dict(q=np.ones(4), k=np.ones((5, 4)), v=np.ones((5, 2))), {}),
     (dict(q=np.ones((3, 4)), k=np.ones((5, 4)), v=np.ones((5, 2))), {"mask": np.ones((3, 5))}),
-    (dict(q=np.ones((3, 4)), k=np.ones((5, 4)), v=np.ones((5, 2))),
-     {"mask": np.ones((4, 5), bool)}),
+    (
+        dict(q=np.ones((3, 4)), k=np.ones((5, 4)), v=np.ones((5, 2))),
+        {"mask": np.ones((4, 5), bool)},
+    ),
     (dict(q=np.ones((3, 4)), k=np.ones((5, 4)), v=np.ones((5, 2))), {"causal": "left"}),
     (dict(q=np.ones((3, 4)), k=np.ones((5, 4)), v=np.ones((5, 2))), {"temperature": 0}),
     (dict(q=np.ones((3, 4)), k=np.ones((5, 4)), v=np.ones((5, 2))), {"scale": "big"}),
@@ -290,9 +317,8 @@ def test_backend_names_and_traces():
 
 def test_auto_picks_by_size_and_library():
     from qkv.checks import problem
-    from qkv.kernels.dispatch import choose
-
     from qkv.kernels import fused
+    from qkv.kernels.dispatch import choose
 
     small, big = problem(*[np.ones((8, 4))] * 3), problem(*[np.ones((1024, 4))] * 3)
     step = problem(np.ones((1, 4)), np.ones((8, 4)), np.ones((8, 4)))  # one decoding query
@@ -308,10 +334,10 @@ def test_multihead_decoding_with_a_cache_matches_one_causal_pass():
     whole = mha(x, causal=True, backend="reference")
     cache = qkv.KVCache()
     steps = [mha(x[:, :30], causal=True, cache=cache, backend="blocked")]
-    steps += [mha(x[:, t:t + 1], causal=True, cache=cache, backend="blocked")
-              for t in range(30, 40)]
+    steps += [
+        mha(x[:, t : t + 1], causal=True, cache=cache, backend="blocked") for t in range(30, 40)
+    ]
     np.testing.assert_allclose(np.concatenate(steps, axis=1), whole, rtol=0, atol=1e-12)
-
 
 
 # ---- the torch backend ----------------------------------------------------------------------
@@ -356,7 +382,7 @@ def test_torch_backend_passes_gradients(torch):
         tensors = [torch.tensor(a, requires_grad=True) for a in arrays]
         qkv.attention(*tensors, causal=True, backend=backend).sum().backward()
         grads.append([t.grad.numpy() for t in tensors])
-    for g_torch, g_ref in zip(*grads):
+    for g_torch, g_ref in zip(*grads, strict=False):
         np.testing.assert_allclose(g_torch, g_ref, rtol=0, atol=1e-12)
 
 
@@ -368,8 +394,11 @@ def test_torch_backend_with_numpy_inputs_tensors_to_blocked_and_no_keys(torch):
     np.testing.assert_allclose(got, reference(q, k, v), rtol=0, atol=1e-12)
     with pytest.raises(TypeError, match="backend='blocked' runs on NumPy arrays"):
         qkv.attention(*(torch.from_numpy(a) for a in (q, k, v)), backend="blocked")
-    empty = qkv.attention(torch.from_numpy(q), torch.zeros(0, 4, dtype=torch.float64),
-                          torch.zeros(0, 2, dtype=torch.float64))
+    empty = qkv.attention(
+        torch.from_numpy(q),
+        torch.zeros(0, 4, dtype=torch.float64),
+        torch.zeros(0, 2, dtype=torch.float64),
+    )
     assert torch.equal(empty, torch.zeros(5, 2, dtype=torch.float64))
 
 
@@ -377,8 +406,9 @@ def test_torch_backend_broadcasts_leading_axes_like_the_reference(torch):
     rng = np.random.default_rng(17)
     q, k, v = draw(rng, (3, 2, 4, 5, 8)), draw(rng, (3, 1, 4, 9, 8)), draw(rng, (2, 4, 9, 3))
     mask = rng.random((5, 9)) < 0.6
-    got = qkv.attention(*(torch.from_numpy(a) for a in (q, k, v)), mask=torch.from_numpy(mask),
-                        causal=True)
+    got = qkv.attention(
+        *(torch.from_numpy(a) for a in (q, k, v)), mask=torch.from_numpy(mask), causal=True
+    )
     expected = reference(q, k, v, mask=mask, causal=True)
     assert tuple(got.shape) == expected.shape == (3, 2, 4, 5, 3)
     np.testing.assert_allclose(got.numpy(), expected, rtol=0, atol=1e-12)

@@ -24,8 +24,14 @@ def problem(rng, H, G, L, S, d, d_v=None, *, width=1.0, dtype=np.float32):
 
 
 SHAPES = [  # (H, G, L, S, d): odd sizes, one query (decoding), no keys, grouped K/V heads
-    (1, 1, 113, 203, 59), (3, 3, 203, 113, 59), (2, 2, 1, 203, 59), (9, 3, 1, 77, 64),
-    (6, 2, 300, 700, 32), (4, 1, 5, 9, 8), (2, 2, 7, 0, 8), (12, 12, 1, 1000, 64),
+    (1, 1, 113, 203, 59),
+    (3, 3, 203, 113, 59),
+    (2, 2, 1, 203, 59),
+    (9, 3, 1, 77, 64),
+    (6, 2, 300, 700, 32),
+    (4, 1, 5, 9, 8),
+    (2, 2, 7, 0, 8),
+    (12, 12, 1, 1000, 64),
 ]
 
 
@@ -83,11 +89,16 @@ def test_float16_accumulates_in_float32_and_float64_is_exact(rng, L):
     q, k, v = problem(rng, 3, 3, L, 500, 32, dtype=np.float16)
     got = qkv.attention(q, k, v, causal=True, backend="fused")
     assert got.dtype == np.float16
-    np.testing.assert_allclose(got.astype(np.float64), reference(q, k, v, causal=True),
-                               atol=2e-3)  # float16 rounding of the result alone
+    np.testing.assert_allclose(
+        got.astype(np.float64), reference(q, k, v, causal=True), atol=2e-3
+    )  # float16 rounding of the result alone
     q, k, v = problem(rng, 3, 1, L, 500, 32, width=4.0, dtype=np.float64)
-    np.testing.assert_allclose(qkv.attention(q, k, v, causal=True, backend="fused"),
-                               reference(q, k, v, causal=True), atol=1e-12, rtol=0)
+    np.testing.assert_allclose(
+        qkv.attention(q, k, v, causal=True, backend="fused"),
+        reference(q, k, v, causal=True),
+        atol=1e-12,
+        rtol=0,
+    )
 
 
 def test_scale_temperature_and_broadcast_batch(rng):
@@ -107,8 +118,15 @@ def test_refuses_torch_tensors():
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.integers(1, 3), st.integers(1, 3), st.integers(1, 140), st.integers(0, 140),
-       st.integers(1, 40), st.sampled_from([False, True, "top-left"]), st.booleans())
+@given(
+    st.integers(1, 3),
+    st.integers(1, 3),
+    st.integers(1, 140),
+    st.integers(0, 140),
+    st.integers(1, 40),
+    st.sampled_from([False, True, "top-left"]),
+    st.booleans(),
+)
 def test_any_shape_matches_reference(groups, r, L, S, d, causal, masked):
     rng = np.random.default_rng(L * 1000 + S)
     q, k, v = problem(rng, groups * r, groups, L, S, d, width=2.0)

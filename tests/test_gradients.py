@@ -12,8 +12,10 @@ F = torch.nn.functional
 
 def _inputs(seed, L=4, S=6, d_k=5, d_v=3, zero_q=False, duplicate_keys=False):
     g = torch.Generator().manual_seed(seed)
-    q, k, v = (torch.randn(2, n, d, generator=g, dtype=torch.float64)
-               for n, d in ((L, d_k), (S, d_k), (S, d_v)))
+    q, k, v = (
+        torch.randn(2, n, d, generator=g, dtype=torch.float64)
+        for n, d in ((L, d_k), (S, d_k), (S, d_v))
+    )
     if zero_q:
         q = torch.zeros_like(q)  # every score 0: the max is tied S ways
     if duplicate_keys:
@@ -39,7 +41,8 @@ def test_gradcheck_through_the_reference(case, masking):
         m[:, 0] = True
         kwargs["mask"] = m
     torch.autograd.gradcheck(
-        lambda q, k, v: qkv.attention(q, k, v, backend="reference", **kwargs), (q, k, v))
+        lambda q, k, v: qkv.attention(q, k, v, backend="reference", **kwargs), (q, k, v)
+    )
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -48,11 +51,13 @@ def test_gradcheck_through_the_reference(case, masking):
 def test_gradients_equal_torch_sdpa(case, causal, backend):
     q, k, v = _inputs(3, L=6, S=6, **CASES[case])
     w = torch.randn(2, 6, 3, dtype=torch.float64)  # a loss that weighs every output
-    ours = torch.autograd.grad((qkv.attention(q, k, v, causal=causal, backend=backend) * w)
-                               .sum(), (q, k, v))
-    theirs = torch.autograd.grad((F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-                                  * w).sum(), (q, k, v))
-    for name, a, b in zip("qkv", ours, theirs):
+    ours = torch.autograd.grad(
+        (qkv.attention(q, k, v, causal=causal, backend=backend) * w).sum(), (q, k, v)
+    )
+    theirs = torch.autograd.grad(
+        (F.scaled_dot_product_attention(q, k, v, is_causal=causal) * w).sum(), (q, k, v)
+    )
+    for name, a, b in zip("qkv", ours, theirs, strict=False):
         assert torch.allclose(a, b, rtol=0, atol=1e-8), (name, (a - b).abs().max())
 
 
@@ -89,13 +94,12 @@ def test_bias_and_sink_gradients_through_torch_equal_the_reference(masking, grou
     w = torch.randn(2, H, L, 3, generator=g, dtype=torch.float64)  # weighs every output
 
     def grads(backend):
-        out = qkv.attention(*inputs[:3], bias=inputs[3], sinks=inputs[4], backend=backend,
-                            **kwargs)
+        out = qkv.attention(*inputs[:3], bias=inputs[3], sinks=inputs[4], backend=backend, **kwargs)
         return out, torch.autograd.grad((out * w).sum(), inputs)
 
     (out, ours), (want, theirs) = grads("torch"), grads("reference")
     assert torch.allclose(out, want, rtol=0, atol=1e-12)
-    for name, a, b in zip(("q", "k", "v", "bias", "sinks"), ours, theirs):
+    for name, a, b in zip(("q", "k", "v", "bias", "sinks"), ours, theirs, strict=False):
         assert a.abs().sum() > 0, name
         assert torch.allclose(a, b, rtol=0, atol=1e-10), (name, (a - b).abs().max())
 
@@ -106,6 +110,6 @@ def test_gradcheck_through_torch_with_bias_and_sinks():
     bias = torch.randn(3, 3, generator=g, dtype=torch.float64)
     sinks = torch.randn(2, generator=g, dtype=torch.float64)
     torch.autograd.gradcheck(
-        lambda q, k, v, b, s: qkv.attention(q, k, v, bias=b, sinks=s, causal=True,
-                                            backend="torch"),
-        [a.requires_grad_() for a in (q, k, v, bias, sinks)])
+        lambda q, k, v, b, s: qkv.attention(q, k, v, bias=b, sinks=s, causal=True, backend="torch"),
+        [a.requires_grad_() for a in (q, k, v, bias, sinks)],
+    )

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from qkv import steps
 from qkv.lab import corpus, minigpt, scaling, symmetry, temperature
 
 
@@ -85,8 +84,10 @@ def test_the_whole_training_stream_never_holds_a_held_out_pair(tmp_path):
     seen = {p for line in lines for p in corpus.relations(line.split())}
     assert not seen & corpus.HELD_OUT
     assert all(p[1] in dict(corpus.VERBS) or p[1] in dict(corpus.REL_VERBS) for p in seen)
-    held = [corpus.relations(line.split())[0]
-            for line in (tmp_path / "heldout.txt").read_text().splitlines()]
+    held = [
+        corpus.relations(line.split())[0]
+        for line in (tmp_path / "heldout.txt").read_text().splitlines()
+    ]
     assert len(held) == len(test) and all(p in corpus.HELD_OUT and p not in seen for p in held)
     proof = corpus.overlap(train, test)
     assert proof["training_clauses_with_held_out_pair"] == 0
@@ -142,7 +143,7 @@ def test_torch_model_attention_equals_numpy_attention_on_the_same_weights(short_
     lt, tt = minigpt.forward(p_t, torch.from_numpy(ids), short_run.config, return_traces=True)
     ln, tn = minigpt.forward(p_np, ids, short_run.config, return_traces=True)
     assert np.allclose(lt.numpy(), ln, atol=1e-4)
-    for a, c in zip(tt, tn):
+    for a, c in zip(tt, tn, strict=False):
         assert np.allclose(a.weights.numpy(), c.weights, atol=1e-6)
     # and layer 0's weights equal torch's own softmax on the same q, k
     q, k = torch.tensor(tn[0].q), torch.tensor(tn[0].k)
@@ -153,8 +154,12 @@ def test_torch_model_attention_equals_numpy_attention_on_the_same_weights(short_
 
 
 def test_no_attention_model_sees_only_itself_and_the_previous_token(short_run):
-    assert minigpt.window_mask(4, 2).tolist() == [[1, 0, 0, 0], [1, 1, 0, 0], [0, 1, 1, 0],
-                                                  [0, 0, 1, 1]]
+    assert minigpt.window_mask(4, 2).tolist() == [
+        [1, 0, 0, 0],
+        [1, 1, 0, 0],
+        [0, 1, 1, 0],
+        [0, 0, 1, 1],
+    ]
     config = minigpt.Config(**{**short_run.config.__dict__, "window": 2})
     ids = corpus.ids(corpus.test_set(4, 1)[3:5])  # two sentences, one attractor each
     changed = ids.copy()
@@ -165,8 +170,9 @@ def test_no_attention_model_sees_only_itself_and_the_previous_token(short_run):
     assert np.array_equal(a[:, 5:], b[:, 5:])
     assert not np.allclose(a[:, 4], b[:, 4]) and not np.allclose(a[:, 2], b[:, 2])
     full = minigpt.forward(short_run.params, changed, short_run.config)
-    assert not np.allclose(minigpt.forward(short_run.params, ids, short_run.config)[:, 5:],
-                           full[:, 5:])
+    assert not np.allclose(
+        minigpt.forward(short_run.params, ids, short_run.config)[:, 5:], full[:, 5:]
+    )
 
 
 def test_zero_ablation_equals_zeroing_that_heads_output_matrix(short_run):
@@ -192,8 +198,11 @@ def test_checkpoint_round_trip_reproduces_outputs(short_run, tmp_path):
     p, config, meta = minigpt.load(path)
     assert config == short_run.config and meta == {"note": 1}
     ids = corpus.ids(corpus.test_set(2, 1))
-    want = minigpt.forward({k: v.astype(np.float32).astype(np.float64)
-                            for k, v in short_run.params.items()}, ids, config)
+    want = minigpt.forward(
+        {k: v.astype(np.float32).astype(np.float64) for k, v in short_run.params.items()},
+        ids,
+        config,
+    )
     assert np.array_equal(minigpt.forward(p, ids, config), want)
     assert path.stat().st_size < 1_000_000
 
@@ -206,6 +215,7 @@ def test_load_refuses_a_file_that_is_not_a_checkpoint(tmp_path):
 
 
 # ---- the command line --------------------------------------------------------------------------
+
 
 def _lab(*args):
     from qkv.cli.lab import lab
@@ -230,8 +240,22 @@ def test_lab_plain_prints_the_verdict_line():
 
 def _tiny(tmp_path, name, *more):
     ckpt = tmp_path / f"{name}.npz"
-    r = _lab("train", "--steps", "4", "--train-size", "200", "--per-group", "3", "--seed", "7",
-             "--out", str(ckpt), "--format", "json", *more)
+    r = _lab(
+        "train",
+        "--steps",
+        "4",
+        "--train-size",
+        "200",
+        "--per-group",
+        "3",
+        "--seed",
+        "7",
+        "--out",
+        str(ckpt),
+        "--format",
+        "json",
+        *more,
+    )
     assert r.exit_code == 0, r.output
     return ckpt, json.loads(r.stdout)
 
@@ -245,26 +269,38 @@ def test_lab_train_json_holds_split_proof_accuracies_baselines_and_ablations(tmp
     assert split["train_sentences"] == 200 and split["test_sentences"] == 7 * 3
     assert split["training_clauses_with_held_out_pair"] == 0
     assert split["test_pairs_seen_in_training"] == 0
-    groups = ["0 attractors", "1 attractor", "2 attractors", "3 attractors",
-              "≥1 opposite-number attractor", "all attractors opposite (≥1)",
-              "all held-out sentences"]
+    groups = [
+        "0 attractors",
+        "1 attractor",
+        "2 attractors",
+        "3 attractors",
+        "≥1 opposite-number attractor",
+        "all attractors opposite (≥1)",
+        "all held-out sentences",
+    ]
     for table in (meta["accuracy"], *meta["baselines"].values()):
         assert list(table) == groups
         for g in table.values():
             assert g["accuracy"] == g["correct"] / g["n"] and g["low"] <= g["accuracy"] <= g["high"]
     assert set(meta["baselines"]) == {"no_attention", "nearest_noun", "untrained"}
-    assert [(r["layer"], r["head"]) for r in meta["ablation"]] == [(l, h) for l in range(2)
-                                                                  for h in range(4)]
+    assert [(r["layer"], r["head"]) for r in meta["ablation"]] == [
+        (l, h) for l in range(2) for h in range(4)
+    ]
     best = max(meta["ablation"], key=lambda r: r["weight_on_subject"] - r["weight_on_attractors"])
     assert meta["top_head"] == {"layer": best["layer"], "head": best["head"]}
     for r in meta["ablation"]:
         assert r["zero_drop"] == pytest.approx(
-            meta["accuracy"][meta["ablation_group"]]["accuracy"] - r["zero_ablated_accuracy"])
+            meta["accuracy"][meta["ablation_group"]]["accuracy"] - r["zero_ablated_accuracy"]
+        )
     joint = meta["subject_heads"]
-    assert joint["heads"] == [f"{r['layer']}.{r['head']}" for r in meta["ablation"]
-                              if r["weight_on_subject"] > r["weight_on_attractors"]]
+    assert joint["heads"] == [
+        f"{r['layer']}.{r['head']}"
+        for r in meta["ablation"]
+        if r["weight_on_subject"] > r["weight_on_attractors"]
+    ]
     assert joint["zero_drop"] == pytest.approx(
-        meta["accuracy"][meta["ablation_group"]]["accuracy"] - joint["zero_ablated_accuracy"])
+        meta["accuracy"][meta["ablation_group"]]["accuracy"] - joint["zero_ablated_accuracy"]
+    )
     # the dumped sentences are the ones scored and trained on
     held = (tmp_path / "corpus" / "heldout.txt").read_text().splitlines()
     assert held == [" ".join(s.words) for s in corpus.test_set(7, 3)]
@@ -281,9 +317,22 @@ def test_lab_train_then_explain_the_checkpoint(tmp_path):
     from qkv.cli import main
 
     ckpt, _ = _tiny(tmp_path, "m")
-    r = CliRunner().invoke(main, ["explain", "--checkpoint", str(ckpt), "--text",
-                                  "the key to the cabinets ___", "--layer", "1", "--head", "2",
-                                  "--format", "json"])
+    r = CliRunner().invoke(
+        main,
+        [
+            "explain",
+            "--checkpoint",
+            str(ckpt),
+            "--text",
+            "the key to the cabinets ___",
+            "--layer",
+            "1",
+            "--head",
+            "2",
+            "--format",
+            "json",
+        ],
+    )
     assert r.exit_code == 0, r.output
     from qkv import Trace
 
@@ -291,13 +340,15 @@ def test_lab_train_then_explain_the_checkpoint(tmp_path):
     assert tr.tokens == ["<bos>", "the", "key", "to", "the", "cabinets"]
     assert np.allclose(tr.weights.sum(-1), 1)
     params, config, _ = minigpt.load(ckpt)
-    _, want = minigpt.forward(params, np.array(corpus.encode(tr.tokens)), config,
-                              return_traces=True)
+    _, want = minigpt.forward(
+        params, np.array(corpus.encode(tr.tokens)), config, return_traces=True
+    )
     assert np.allclose(tr.weights, want[1].weights, atol=1e-6)
     r = CliRunner().invoke(main, ["explain", "--checkpoint", str(ckpt), "--text", "he barks"])
     assert r.exit_code == 2 and "unknown words ['he', 'barks']; the Mini-GPT knows" in r.output
-    r = CliRunner().invoke(main, ["explain", "--checkpoint", str(tmp_path / "none.npz"),
-                                  "--text", "the key"])
+    r = CliRunner().invoke(
+        main, ["explain", "--checkpoint", str(tmp_path / "none.npz"), "--text", "the key"]
+    )
     assert r.exit_code == 2 and "no checkpoint at" in r.output
 
 
@@ -339,8 +390,11 @@ def test_log_log_panels_tick_labels_are_the_sizes_and_do_not_overlap():
     r.plot(fig)
     renderer = fig.canvas.get_renderer()
     for ax in fig.axes:
-        shown = [t for t in ax.get_xticklabels(minor=False) + ax.get_xticklabels(minor=True)
-                 if t.get_text() and t.get_visible()]
+        shown = [
+            t
+            for t in ax.get_xticklabels(minor=False) + ax.get_xticklabels(minor=True)
+            if t.get_text() and t.get_visible()
+        ]
         assert [t.get_text() for t in shown] == ["256", "512", "1024", "2048", "4096"]
         boxes = sorted((t.get_window_extent(renderer) for t in shown), key=lambda b: b.x0)
-        assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:]))
+        assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:], strict=False))

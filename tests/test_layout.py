@@ -11,11 +11,28 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "qkv"
-ENGINE = {"qkv.steps", "qkv.checks", "qkv.masks", "qkv.attention", "qkv.trace", "qkv.cache",
-          "qkv.multihead", "qkv.layers"}
-OUTER = ("qkv.explain", "qkv.cli", "qkv.web", "qkv.models", "qkv.lab", "qkv.practice",
-         "qkv.bench", "qkv.distributed", "qkv.notebook",
-         "qkv.hf")
+ENGINE = {
+    "qkv.steps",
+    "qkv.checks",
+    "qkv.masks",
+    "qkv.attention",
+    "qkv.trace",
+    "qkv.cache",
+    "qkv.multihead",
+    "qkv.layers",
+}
+OUTER = (
+    "qkv.explain",
+    "qkv.cli",
+    "qkv.web",
+    "qkv.models",
+    "qkv.lab",
+    "qkv.practice",
+    "qkv.bench",
+    "qkv.distributed",
+    "qkv.notebook",
+    "qkv.hf",
+)
 # Display hooks of Trace, loaded inside the method only when a notebook or a caller asks:
 # _repr_html_ (the explain layer's renderer) and to_html (the notebook surface's export). They
 # are not import-time edges, so the cycle check leaves them out (a test keeps them in functions).
@@ -63,11 +80,13 @@ def inner_edges():
 
 def test_every_module_is_seen():
     assert {"qkv.steps", "qkv.checks", "qkv.kernels.dispatch", "qkv.cli", "qkv.web.app"} <= set(
-        MODULES)
+        MODULES
+    )
 
 
-@pytest.mark.parametrize("name", sorted(n for n in MODULES
-                                        if n in ENGINE or n.startswith("qkv.kernels")))
+@pytest.mark.parametrize(
+    "name", sorted(n for n in MODULES if n in ENGINE or n.startswith("qkv.kernels"))
+)
 def test_engine_and_kernels_import_no_outer_layer(name):
     outer = sorted(t for t in imports(name) if t.startswith(OUTER) and (name, t) not in ALLOWED)
     assert not outer, f"{name} imports {outer}"
@@ -81,7 +100,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         state[node] = 1
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if nxt not in state and (found := visit(nxt, path + [nxt])):
                 return found
         state[node] = 2
@@ -120,11 +139,22 @@ def test_the_cycle_finder_finds_one():
     assert find_cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
 
 
-@pytest.mark.parametrize("library, home", [("click", "qkv.cli"), ("fastapi", "qkv.web"),
-                                           ("starlette", "qkv.web"), ("uvicorn", "qkv.web")])
+@pytest.mark.parametrize(
+    "library, home",
+    [
+        ("click", "qkv.cli"),
+        ("fastapi", "qkv.web"),
+        ("starlette", "qkv.web"),
+        ("uvicorn", "qkv.web"),
+    ],
+)
 def test_surface_libraries_stay_in_their_surface(library, home):
-    strays = sorted(n for n in MODULES if not (n == home or n.startswith(home + "."))
-                    and any(t == library or t.startswith(library + ".") for t in imports(n)))
+    strays = sorted(
+        n
+        for n in MODULES
+        if not (n == home or n.startswith(home + "."))
+        and any(t == library or t.startswith(library + ".") for t in imports(n))
+    )
     assert not strays, f"{library} is imported outside {home}: {strays}"
 
 

@@ -55,8 +55,9 @@ def test_one_head_equals_single_head_attention(rng):
 def test_grouped_query_heads_share_k_and_v(rng):
     mha = qkv.MultiHeadAttention(12, 6, seed=0, n_kv_heads=2)
     assert mha.W_K.shape == (2, 12, 2)
-    full = qkv.MultiHeadAttention.from_weights(mha.W_Q, np.repeat(mha.W_K, 3, 0),
-                                               np.repeat(mha.W_V, 3, 0), mha.W_O, mha.b_O)
+    full = qkv.MultiHeadAttention.from_weights(
+        mha.W_Q, np.repeat(mha.W_K, 3, 0), np.repeat(mha.W_V, 3, 0), mha.W_O, mha.b_O
+    )
     x = rng.normal(size=(4, 12))
     assert np.allclose(mha(x, causal=True), full(x, causal=True), rtol=0, atol=1e-14)
 
@@ -69,11 +70,20 @@ def test_qkv_bias_is_added_per_head(rng):
     assert np.allclose(tr.q[1], x @ mha.W_Q[1] + mha.b_Q[1])
 
 
-@pytest.mark.parametrize("kw,msg", [
-    (dict(d_model=10, n_heads=3), r"d_model must be divisible by n_heads.*d_model=10, n_heads=3"),
-    (dict(d_model=12, n_heads=4, n_kv_heads=3), r"n_heads must be divisible by n_kv_heads.*4.*3"),
-    (dict(d_model=0, n_heads=1), r"d_model must be a positive integer, got 0"),
-])
+@pytest.mark.parametrize(
+    "kw,msg",
+    [
+        (
+            dict(d_model=10, n_heads=3),
+            r"d_model must be divisible by n_heads.*d_model=10, n_heads=3",
+        ),
+        (
+            dict(d_model=12, n_heads=4, n_kv_heads=3),
+            r"n_heads must be divisible by n_kv_heads.*4.*3",
+        ),
+        (dict(d_model=0, n_heads=1), r"d_model must be a positive integer, got 0"),
+    ],
+)
 def test_bad_sizes(kw, msg):
     with pytest.raises(ValueError, match=msg):
         qkv.MultiHeadAttention(seed=0, **kw)
@@ -87,7 +97,9 @@ def test_from_weights_checks_shapes():
 
 def test_wrong_input_width_is_refused():
     mha = qkv.MultiHeadAttention(8, 2, seed=0)
-    with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., length, d_model=8\), got \(3, 7\)"):
+    with pytest.raises(
+        ValueError, match=r"x must have shape \(\.\.\., length, d_model=8\), got \(3, 7\)"
+    ):
         mha(np.zeros((3, 7)))
 
 

@@ -52,9 +52,17 @@ def test_as_floating_promotes_integers_and_refuses_complex():
 def test_softmax_of_a_row_without_a_finite_max_is_nan():
     # +inf (an overflow: which key wins is lost), NaN, or every visible score −inf: no defined
     # softmax, so the row is NaN; a −inf beside finite scores just gets weight 0.
-    w = steps.softmax(np.array([[np.inf, 1.0, np.inf], [np.inf, -np.inf, 3.0],
-                                [np.nan, 1.0, 0.0], [-np.inf, -np.inf, -np.inf],
-                                [-np.inf, 0.0, 0.0]]))
+    w = steps.softmax(
+        np.array(
+            [
+                [np.inf, 1.0, np.inf],
+                [np.inf, -np.inf, 3.0],
+                [np.nan, 1.0, 0.0],
+                [-np.inf, -np.inf, -np.inf],
+                [-np.inf, 0.0, 0.0],
+            ]
+        )
+    )
     assert np.isnan(w[:4]).all()
     assert w[4].tolist() == [0.0, 0.5, 0.5]
     dead = np.zeros((1, 3), bool)  # no key to see: 0, decided from the mask

@@ -48,6 +48,7 @@ def test_every_kind_accepts_its_own_expected_answer_and_has_a_solution(kind):
 
 # ---- sizes: hand formulas --------------------------------------------------------------------
 
+
 def test_d_head_is_d_model_over_heads():
     for ex in exercises("sizes/d_head"):
         d, H = ex.data["d_model"], ex.data["n_heads"]
@@ -56,8 +57,11 @@ def test_d_head_is_d_model_over_heads():
 
 
 def test_andrea_120m_d_head_is_64():
-    ex = next(e for e in (practice.build("sizes/d_head", s) for s in range(200))
-              if "ANDREA-120M" in e.prompt)
+    ex = next(
+        e
+        for e in (practice.build("sizes/d_head", s) for s in range(200))
+        if "ANDREA-120M" in e.prompt
+    )
     assert (ex.data["d_model"], ex.data["n_heads"]) == (768, 12) and ex.answer == 64
 
 
@@ -84,8 +88,11 @@ def test_parameters_of_one_layer():
 
 
 def test_parameters_without_grouping_are_4_d_model_squared():
-    ex = next(e for e in (practice.build("sizes/parameters", s) for s in range(100))
-              if e.data["n_kv_heads"] == e.data["n_heads"])
+    ex = next(
+        e
+        for e in (practice.build("sizes/parameters", s) for s in range(100))
+        if e.data["n_kv_heads"] == e.data["n_heads"]
+    )
     assert ex.answer == 4 * ex.data["d_model"] ** 2
 
 
@@ -93,16 +100,25 @@ def test_kv_cache_bytes_per_token():
     bytes_of = {"float32": 4, "bfloat16": 2}
     for ex in exercises("sizes/kv_cache"):
         c = ex.data
-        assert ex.answer == 2 * c["n_kv_heads"] * (c["d_model"] // c["n_heads"]) * c["layers"] \
+        assert (
+            ex.answer
+            == 2
+            * c["n_kv_heads"]
+            * (c["d_model"] // c["n_heads"])
+            * c["layers"]
             * bytes_of[c["dtype"]]
+        )
 
 
 # ---- scores and softmax: float64 Python and torch ----------------------------------------------
 
+
 def test_dot_score():
     for ex in exercises("scores/dot"):
         q, k = ex.data["q"], ex.data["k"]
-        want = sum(a * b for a, b in zip(q, k)) / (math.sqrt(len(q)) if ex.data["scaled"] else 1)
+        want = sum(a * b for a, b in zip(q, k, strict=False)) / (
+            math.sqrt(len(q)) if ex.data["scaled"] else 1
+        )
         assert ex.answer == pytest.approx(want, abs=1e-12)
         assert check(ex, f"{want:.2f}").correct
 
@@ -137,8 +153,11 @@ def test_softmax_entry_by_hand():
 
 
 def test_softmax_2_1_0_example_matches_the_tutorial():
-    ex = next(e for e in (practice.build("softmax/softmax", s) for s in range(400))
-              if sorted(e.data["x"]) == [0, 1, 2] and e.data["tau"] == 1)
+    ex = next(
+        e
+        for e in (practice.build("softmax/softmax", s) for s in range(400))
+        if sorted(e.data["x"]) == [0, 1, 2] and e.data["tau"] == 1
+    )
     j = ex.data["j"]
     want = {2.0: 0.665, 1.0: 0.245, 0.0: 0.090}[ex.data["x"][j]]
     assert ex.answer == pytest.approx(want, abs=5e-4)
@@ -156,6 +175,7 @@ def test_temperature_limits():
 
 # ---- masks: position comparisons written out -------------------------------------------------
 
+
 def test_hidden_keys_follow_the_alignment_rule():
     seen = set()
     for ex in [practice.build("masks/hidden", s) for s in range(60)]:
@@ -167,8 +187,11 @@ def test_hidden_keys_follow_the_alignment_rule():
 
 
 def test_hidden_keys_example_bottom_right():
-    ex = next(e for e in (practice.build("masks/hidden", s) for s in range(300))
-              if (e.data["L"], e.data["S"], e.data["align"], e.data["i"]) == (2, 5, "bottom-right", 0))
+    ex = next(
+        e
+        for e in (practice.build("masks/hidden", s) for s in range(300))
+        if (e.data["L"], e.data["S"], e.data["align"], e.data["i"]) == (2, 5, "bottom-right", 0)
+    )
     assert ex.answer == (4,)  # query 0 is position 3 of 5: it sees keys 0..3
     assert check(ex, "4").correct and not check(ex, "none").correct
 
@@ -183,10 +206,18 @@ def test_empty_rows_and_their_value():
 
 # ---- concepts ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kind, words", [
-    ("concepts/key", "matched against"), ("concepts/value", "mixed into the output"),
-    ("concepts/three", "learned separately"), ("concepts/scale", "saturate"),
-    ("concepts/masking", "a decoder"), ("concepts/symmetric", "symmetric")])
+
+@pytest.mark.parametrize(
+    "kind, words",
+    [
+        ("concepts/key", "matched against"),
+        ("concepts/value", "mixed into the output"),
+        ("concepts/three", "learned separately"),
+        ("concepts/scale", "saturate"),
+        ("concepts/masking", "a decoder"),
+        ("concepts/symmetric", "symmetric"),
+    ],
+)
 def test_concept_answer_is_the_right_statement(kind, words):
     positions = set()
     for ex in exercises(kind):
@@ -204,9 +235,22 @@ def test_pipeline_order():
 
 # ---- reading answers -----------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, value", [
-    ("64", 64), (" 0.27 ", 0.27), ("1/8", 0.125), ("1,048,576", 1048576), ("2.36M", 2.36e6),
-    ("4k", 4000), ("-1.5", -1.5), ("−1.5", -1.5), ("1e3", 1000), (".5", 0.5)])
+
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ("64", 64),
+        (" 0.27 ", 0.27),
+        ("1/8", 0.125),
+        ("1,048,576", 1048576),
+        ("2.36M", 2.36e6),
+        ("4k", 4000),
+        ("-1.5", -1.5),
+        ("−1.5", -1.5),
+        ("1e3", 1000),
+        (".5", 0.5),
+    ],
+)
 def test_numbers_in_several_notations(text, value):
     assert practice.parse_number(text) == pytest.approx(value)
 
@@ -228,9 +272,13 @@ def test_bad_answers_of_each_type_raise_answer_error():
     for kind in practice.KINDS:
         ex = practice.build(kind, 0)
         by_type.setdefault(ex.answer_type, ex)
-    cases = {"number": ["", "twelve"], "choice": ["z", "ab", "1"],
-             "keys": ["x", "99", "1 -2"], "vector": ["1", "1 2 3", "a b"],
-             "order": ["abc", "aabcde", "abcdez"]}
+    cases = {
+        "number": ["", "twelve"],
+        "choice": ["z", "ab", "1"],
+        "keys": ["x", "99", "1 -2"],
+        "vector": ["1", "1 2 3", "a b"],
+        "order": ["abc", "aabcde", "abcdez"],
+    }
     for t, bad in cases.items():
         for text in bad:
             with pytest.raises(AnswerError):
@@ -244,8 +292,9 @@ def test_separators_alone_are_not_keys(text):
         check(ex, text)
 
 
-_ANSWER_TEXT = st.text(alphabet=st.sampled_from(list("0123456789abcdefz,;.-+/ e[](){}kMG_−\u0661")),
-                       max_size=12) | st.text(max_size=12)
+_ANSWER_TEXT = st.text(
+    alphabet=st.sampled_from(list("0123456789abcdefz,;.-+/ e[](){}kMG_−\u0661")), max_size=12
+) | st.text(max_size=12)
 
 
 @given(text=_ANSWER_TEXT)
@@ -261,18 +310,24 @@ def test_any_text_is_a_verdict_or_an_answer_error(text):
             assert isinstance(v.correct, bool) and v.expected == ex.expected_text()
 
 
-_ONE_OF_EACH_TYPE = list({e.answer_type: e for e in (practice.build(k, 0)
-                                                      for k in practice.KINDS)}.values())
+_ONE_OF_EACH_TYPE = list(
+    {e.answer_type: e for e in (practice.build(k, 0) for k in practice.KINDS)}.values()
+)
 
 
 def test_keys_accept_several_spellings():
     ex = next(e for e in exercises("masks/hidden") if len(e.answer) >= 2)
     spaced = " ".join(map(str, ex.answer))
-    for text in (spaced, ",".join(map(str, ex.answer)), "{" + spaced + "}",
-                 " ".join(map(str, reversed(ex.answer)))):
+    for text in (
+        spaced,
+        ",".join(map(str, ex.answer)),
+        "{" + spaced + "}",
+        " ".join(map(str, reversed(ex.answer))),
+    ):
         assert check(ex, text).correct
-    empty = next(e for e in (practice.build("masks/hidden", s) for s in range(100))
-                 if e.answer == ())
+    empty = next(
+        e for e in (practice.build("masks/hidden", s) for s in range(100)) if e.answer == ()
+    )
     assert check(empty, "none").correct and check(empty, "-").correct
 
 
@@ -307,8 +362,11 @@ def test_draw_never_repeats_an_exercise(topic):
 
 
 def test_draw_refuses_more_exercises_than_a_topic_or_kind_has():
-    with pytest.raises(ValueError, match=r"topic 'concepts' has 7 different exercises; asked "
-                                         r"for 8"):
+    with pytest.raises(
+        ValueError,
+        match=r"topic 'concepts' has 7 different exercises; asked "
+        r"for 8",
+    ):
         practice.draw("concepts", 8, seed=1)
     # masks/empty_row_value has S = 2, 3 or 4 keys: three exercises, then none left
     three = practice.draw("masks", 3, seed=2, kind="masks/empty_row_value")

@@ -5,7 +5,6 @@ import math
 import numpy as np
 import pytest
 
-import qkv
 from qkv import presets
 
 
@@ -84,7 +83,7 @@ def test_scene_options_reach_the_engine():
     cold = s.trace(temperature=10).weights[s.select]
     assert hot.max() > 0.9 and cold.max() - cold.min() < 0.05
     causal = s.trace(causal=True)
-    assert np.all(causal.weights[s.select, s.select + 1:] == 0)
+    assert np.all(causal.weights[s.select, s.select + 1 :] == 0)
     unscaled = s.trace(scaled=False)
     assert unscaled.settings["scale"] == 1.0
     assert s.index("mat") == 5 and s.index(-1) == 5

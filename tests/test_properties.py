@@ -74,10 +74,14 @@ def test_changing_a_future_token_changes_no_past_output(T, seed):
 def test_temperature_equals_dividing_the_scaled_scores(inputs, tau):
     q, k, v, _ = inputs
     d_k = q.shape[-1]
-    assert np.allclose(qkv.attention(q, k, v, temperature=tau),
-                       qkv.attention(q / tau, k, v), atol=1e-10)
-    assert np.allclose(qkv.attention(q, k, v, temperature=tau),
-                       qkv.attention(q, k, v, scale=1 / np.sqrt(d_k) / tau), atol=1e-12)
+    assert np.allclose(
+        qkv.attention(q, k, v, temperature=tau), qkv.attention(q / tau, k, v), atol=1e-10
+    )
+    assert np.allclose(
+        qkv.attention(q, k, v, temperature=tau),
+        qkv.attention(q, k, v, scale=1 / np.sqrt(d_k) / tau),
+        atol=1e-12,
+    )
 
 
 @settings(max_examples=30)
@@ -87,7 +91,7 @@ def test_cached_decode_equals_full_pass(T, seed):
     mha = qkv.MultiHeadAttention(8, 4, seed=seed, n_kv_heads=2)
     x = rng.normal(size=(T, 8))
     cache = qkv.KVCache()
-    steps = [mha(x[t:t + 1], causal=True, cache=cache) for t in range(T)]
+    steps = [mha(x[t : t + 1], causal=True, cache=cache) for t in range(T)]
     assert np.allclose(np.concatenate(steps), mha(x, causal=True), atol=1e-13)
 
 
@@ -115,13 +119,26 @@ def test_rows_sum_to_one_or_zero_and_zero_rows_are_the_dead_ones(inputs):
 
 
 @settings(max_examples=25, deadline=None)
-@given(masked_inputs(max_len=40), st.sampled_from([None, "bottom-right", "top-left"]),
-       st.integers(1, 9), st.integers(1, 17))
+@given(
+    masked_inputs(max_len=40),
+    st.sampled_from([None, "bottom-right", "top-left"]),
+    st.integers(1, 9),
+    st.integers(1, 17),
+)
 def test_blocked_kernel_equals_the_reference_for_any_tiling(inputs, causal, bq, bk):
     q, k, v, mask, _ = inputs
     ref = qkv.attention(q, k, v, mask=mask, causal=causal or False, backend="reference")
-    out = blocked_attention(q, k, v, mask=mask, causal=causal, scale=1 / np.sqrt(q.shape[-1]),
-                            block_q=bq, block_k=bk, workers=2)
+    out = blocked_attention(
+        q,
+        k,
+        v,
+        mask=mask,
+        causal=causal,
+        scale=1 / np.sqrt(q.shape[-1]),
+        block_q=bq,
+        block_k=bk,
+        workers=2,
+    )
     assert np.allclose(out, ref, rtol=0, atol=1e-12)
 
 

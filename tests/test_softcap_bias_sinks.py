@@ -25,15 +25,21 @@ def test_sink_takes_weight_and_adds_no_value_by_hand():
 
 
 def test_softcap_and_bias_by_hand():
-    _, t = qkv.attention(Q, K, V, scale=1.0, softcap=1.0, bias=np.array([[1.0, -0.5]]),
-                         return_trace=True)
+    _, t = qkv.attention(
+        Q, K, V, scale=1.0, softcap=1.0, bias=np.array([[1.0, -0.5]]), return_trace=True
+    )
     np.testing.assert_allclose(t.capped, [[0.0, math.tanh(math.sqrt(2))]], rtol=1e-15)
     np.testing.assert_allclose(t.biased, [[1.0, math.tanh(math.sqrt(2)) - 0.5]], rtol=1e-15)
     a, b = 1.0, math.tanh(math.sqrt(2)) - 0.5
-    np.testing.assert_allclose(t.weights, [[1 / (1 + math.exp(b - a)), 1 / (1 + math.exp(a - b))]],
-                               rtol=1e-14)
-    assert t.names[t.names.index("tempered"):t.names.index("weights")] == [
-        "tempered", "capped", "biased", "masked"]
+    np.testing.assert_allclose(
+        t.weights, [[1 / (1 + math.exp(b - a)), 1 / (1 + math.exp(a - b))]], rtol=1e-14
+    )
+    assert t.names[t.names.index("tempered") : t.names.index("weights")] == [
+        "tempered",
+        "capped",
+        "biased",
+        "masked",
+    ]
     assert t.settings["softcap"] == 1.0
 
 
@@ -63,8 +69,9 @@ def test_all_three_with_grouped_heads_and_a_causal_mask_match_a_loop(rng):
     bias, sinks = rng.normal(size=(H, L, S)), rng.normal(size=H)
     mask = np.tril(np.ones((L, S), bool), S - L)
     mask[0] = False  # a row that sees no key: the sink takes all its weight
-    out, t = qkv.attention(q, k, v, mask=mask, softcap=1.5, bias=bias, sinks=sinks,
-                           return_trace=True)
+    out, t = qkv.attention(
+        q, k, v, mask=mask, softcap=1.5, bias=bias, sinks=sinks, return_trace=True
+    )
     want, w = reference(q, k, v, mask=mask, cap=1.5, bias=bias, sinks=sinks)
     np.testing.assert_allclose(out, want, atol=1e-14)
     np.testing.assert_allclose(t.weights, w, atol=1e-15)
@@ -79,10 +86,10 @@ def test_every_backend_gives_the_reference_answer(rng, backend):
     bias, sinks = rng.normal(size=(4, 9, 9)), rng.normal(size=4)
     if backend == "torch":
         q, k, v, bias, sinks = map(torch.from_numpy, (q, k, v, bias, sinks))
-    got = qkv.attention(q, k, v, causal=True, softcap=2.0, bias=bias, sinks=sinks,
-                        backend=backend)
-    want = qkv.attention(q, k, v, causal=True, softcap=2.0, bias=bias, sinks=sinks,
-                         backend="reference")
+    got = qkv.attention(q, k, v, causal=True, softcap=2.0, bias=bias, sinks=sinks, backend=backend)
+    want = qkv.attention(
+        q, k, v, causal=True, softcap=2.0, bias=bias, sinks=sinks, backend="reference"
+    )
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-15)
 
 
@@ -98,17 +105,23 @@ def test_gradients_flow_to_the_bias_and_the_sinks_like_torch_autograd(rng):
     torch.testing.assert_close(out, want, rtol=0, atol=1e-14)
     g = torch.autograd.grad(out.sum(), (bias, sinks))
     g_want = torch.autograd.grad(want.sum(), (bias, sinks))
-    for a, b in zip(g, g_want):
+    for a, b in zip(g, g_want, strict=False):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-13)
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"softcap": 0.0}, "softcap must be finite and > 0, got 0.0"),
-    ({"softcap": "big"}, "softcap must be a number"),
-    ({"bias": np.zeros((3, 3))}, "bias must broadcast to the scores' shape (..., L, S) = (1, 2)"),
-    ({"bias": np.zeros((1, 2), bool)}, "bias must be a real floating array"),
-    ({"sinks": np.zeros(3)}, "sinks must hold one logit per query head, shape (1,)"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"softcap": 0.0}, "softcap must be finite and > 0, got 0.0"),
+        ({"softcap": "big"}, "softcap must be a number"),
+        (
+            {"bias": np.zeros((3, 3))},
+            "bias must broadcast to the scores' shape (..., L, S) = (1, 2)",
+        ),
+        ({"bias": np.zeros((1, 2), bool)}, "bias must be a real floating array"),
+        ({"sinks": np.zeros(3)}, "sinks must hold one logit per query head, shape (1,)"),
+    ],
+)
 def test_bad_arguments_are_named(kwargs, message):
     with pytest.raises((ValueError, TypeError)) as e:
         qkv.attention(Q, K, V, **kwargs)
@@ -116,8 +129,9 @@ def test_bad_arguments_are_named(kwargs, message):
 
 
 def test_a_trace_with_the_new_steps_survives_json():
-    _, t = qkv.attention(Q, K, V, softcap=3.0, bias=np.ones((1, 2)), sinks=np.array([0.5]),
-                         return_trace=True)
+    _, t = qkv.attention(
+        Q, K, V, softcap=3.0, bias=np.ones((1, 2)), sinks=np.array([0.5]), return_trace=True
+    )
     back = qkv.Trace.from_json(t.to_json())
     for name in ("capped", "biased", "sink", "weights"):
         np.testing.assert_array_equal(back[name], t[name])

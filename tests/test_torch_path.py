@@ -3,18 +3,29 @@
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch", reason="the torch path needs torch (pip install torch==2.13.0)")
+torch = pytest.importorskip(
+    "torch", reason="the torch path needs torch (pip install torch==2.13.0)"
+)
 
 import qkv  # noqa: E402
 
 
 def test_torch_path_equals_numpy_path(rng):
-    q, k, v = rng.normal(size=(2, 4, 5, 3)), rng.normal(size=(2, 2, 6, 3)), rng.normal(size=(2, 2, 6, 7))
+    q, k, v = (
+        rng.normal(size=(2, 4, 5, 3)),
+        rng.normal(size=(2, 2, 6, 3)),
+        rng.normal(size=(2, 2, 6, 7)),
+    )
     mask = rng.random((5, 6)) > 0.3
     mask[2] = False  # a fully masked row
     want, tr_np = qkv.attention(q, k, v, mask=mask, causal=True, temperature=0.8, return_trace=True)
-    got, tr_t = qkv.attention(*map(torch.from_numpy, (q, k, v)), mask=torch.from_numpy(mask),
-                              causal=True, temperature=0.8, return_trace=True)
+    got, tr_t = qkv.attention(
+        *map(torch.from_numpy, (q, k, v)),
+        mask=torch.from_numpy(mask),
+        causal=True,
+        temperature=0.8,
+        return_trace=True,
+    )
     assert isinstance(got, torch.Tensor)
     assert np.allclose(got.numpy(), want, rtol=0, atol=1e-14)
     for name in tr_np.names:
@@ -30,8 +41,9 @@ def test_numpy_mask_with_torch_inputs(rng):
 
 
 def test_gradients_match_finite_differences(rng):
-    q, k, v = (torch.tensor(rng.normal(size=s), requires_grad=True)
-               for s in [(3, 4), (5, 4), (5, 2)])
+    q, k, v = (
+        torch.tensor(rng.normal(size=s), requires_grad=True) for s in [(3, 4), (5, 4), (5, 2)]
+    )
     mask = torch.from_numpy(rng.random((3, 5)) > 0.3)
     mask[:, 0] = True
 

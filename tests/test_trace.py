@@ -105,24 +105,27 @@ def _with(**changes):
     return json.dumps(d)
 
 
-@pytest.mark.parametrize("changes, field", [
-    ({"steps__weights__dtype": "V2000000000"}, "steps.weights.dtype"),
-    ({"steps__weights__dtype": "object"}, "steps.weights.dtype"),
-    ({"steps__weights__dtype": "complex128"}, "steps.weights.dtype"),
-    ({"mask__dtype": "int8"}, "mask.dtype"),
-    ({"steps__z__shape": [100000, 100000]}, "steps.z.shape"),
-    ({"steps__z__shape": [1] * 9}, "steps.z.shape"),
-    ({"steps__z__shape": [2, -2]}, "steps.z.shape"),
-    ({"steps__z__shape": [3, 2]}, "steps.z.data"),
-    ({"steps__z__data": [[1.0, "1e5"], [0.0, 1.0]]}, "steps.z.data"),
-    ({"steps__z__data": [[1.0, None], [0.0, 1.0]]}, "steps.z.data"),
-    ({"mask__data": [[1, 0], [1, 1]]}, "mask.data"),
-    ({"steps__z": [1, 2]}, "steps.z"),
-    ({"steps": []}, "steps"),
-    ({"settings": "x"}, "settings"),
-    ({"tokens": [1, 2]}, "tokens"),
-    ({"steps__attn": {"dtype": "float64", "shape": [], "data": 1.0}}, "steps"),
-])
+@pytest.mark.parametrize(
+    "changes, field",
+    [
+        ({"steps__weights__dtype": "V2000000000"}, "steps.weights.dtype"),
+        ({"steps__weights__dtype": "object"}, "steps.weights.dtype"),
+        ({"steps__weights__dtype": "complex128"}, "steps.weights.dtype"),
+        ({"mask__dtype": "int8"}, "mask.dtype"),
+        ({"steps__z__shape": [100000, 100000]}, "steps.z.shape"),
+        ({"steps__z__shape": [1] * 9}, "steps.z.shape"),
+        ({"steps__z__shape": [2, -2]}, "steps.z.shape"),
+        ({"steps__z__shape": [3, 2]}, "steps.z.data"),
+        ({"steps__z__data": [[1.0, "1e5"], [0.0, 1.0]]}, "steps.z.data"),
+        ({"steps__z__data": [[1.0, None], [0.0, 1.0]]}, "steps.z.data"),
+        ({"mask__data": [[1, 0], [1, 1]]}, "mask.data"),
+        ({"steps__z": [1, 2]}, "steps.z"),
+        ({"steps": []}, "steps"),
+        ({"settings": "x"}, "settings"),
+        ({"tokens": [1, 2]}, "tokens"),
+        ({"steps__attn": {"dtype": "float64", "shape": [], "data": 1.0}}, "steps"),
+    ],
+)
 def test_from_json_names_the_bad_field_and_allocates_nothing_big(changes, field):
     with pytest.raises(ValueError, match=rf"^{field.replace('.', '[.]')}\b"):
         Trace.from_json(_with(**changes))

@@ -8,8 +8,18 @@ from qkv.explain import scenes as presets
 from qkv.multihead import MultiHeadAttention
 from qkv.trace import STEPS, Trace
 
-__all__ = ["attention", "attention_weights", "MultiHeadAttention", "KVCache", "Trace", "STEPS",
-           "masks", "presets", "dims", "show"]
+__all__ = [
+    "attention",
+    "attention_weights",
+    "MultiHeadAttention",
+    "KVCache",
+    "Trace",
+    "STEPS",
+    "masks",
+    "presets",
+    "dims",
+    "show",
+]
 __version__ = "0.1.0"
 
 

@@ -13,8 +13,21 @@ from qkv.kernels import dispatch
 from qkv.trace import Trace, to_numpy
 
 
-def attention(q, k, v, *, mask=None, causal=False, scale=None, temperature=1.0,
-              return_trace=False, backend="auto", softcap=None, bias=None, sinks=None):
+def attention(
+    q,
+    k,
+    v,
+    *,
+    mask=None,
+    causal=False,
+    scale=None,
+    temperature=1.0,
+    return_trace=False,
+    backend="auto",
+    softcap=None,
+    bias=None,
+    sinks=None,
+):
     """Scaled dot-product attention.
 
     z = softmax(mask(q·kᵀ · scale / τ)) · v
@@ -45,8 +58,18 @@ def attention(q, k, v, *, mask=None, causal=False, scale=None, temperature=1.0,
     takes the reference for ``return_trace=True`` or small inputs, torch for torch tensors and
     the fused (numba) or blocked kernel otherwise (``qkv.kernels.dispatch``).
     """
-    p = checks.problem(q, k, v, mask=mask, causal=causal, scale=scale, temperature=temperature,
-                       softcap=softcap, bias=bias, sinks=sinks)
+    p = checks.problem(
+        q,
+        k,
+        v,
+        mask=mask,
+        causal=causal,
+        scale=scale,
+        temperature=temperature,
+        softcap=softcap,
+        bias=bias,
+        sinks=sinks,
+    )
     if backend != "reference":
         name = dispatch.choose(backend, p, return_trace=return_trace)
         out = None if name == "reference" else dispatch.run(name, p)
@@ -59,14 +82,34 @@ def attention(q, k, v, *, mask=None, causal=False, scale=None, temperature=1.0,
     return kept["out"]
 
 
-def attention_weights(q, k, *, mask=None, causal=False, scale=None, temperature=1.0,
-                      softcap=None, bias=None, sinks=None):
+def attention_weights(
+    q,
+    k,
+    *,
+    mask=None,
+    causal=False,
+    scale=None,
+    temperature=1.0,
+    softcap=None,
+    bias=None,
+    sinks=None,
+):
     """The attention weights alone: softmax(mask(q·kᵀ · scale / τ)), shape (..., L, S).
 
     Same arguments and conventions as ``attention``; each row sums to 1 (0 if fully masked).
     """
-    p = checks.problem(q, k, None, mask=mask, causal=causal, scale=scale,
-                       temperature=temperature, softcap=softcap, bias=bias, sinks=sinks)
+    p = checks.problem(
+        q,
+        k,
+        None,
+        mask=mask,
+        causal=causal,
+        scale=scale,
+        temperature=temperature,
+        softcap=softcap,
+        bias=bias,
+        sinks=sinks,
+    )
     return traced_steps(p)[0]["weights"]
 
 
@@ -99,10 +142,16 @@ def traced_steps(p: checks.Problem):
     checks.no_overflow(p, kept, full_mask)
     heads = q.shape[-3] if q.ndim >= 3 else None
     settings = {
-        "scale": p.scale, "temperature": tau, "causal": p.causal, "mask": full_mask,
-        "L": q.shape[-2], "S": k.shape[-2], "d_k": q.shape[-1],
+        "scale": p.scale,
+        "temperature": tau,
+        "causal": p.causal,
+        "mask": full_mask,
+        "L": q.shape[-2],
+        "S": k.shape[-2],
+        "d_k": q.shape[-1],
         "d_v": None if v is None else v.shape[-1],
-        "n_heads": heads, "n_kv_heads": k.shape[-3] if heads else None,
+        "n_heads": heads,
+        "n_kv_heads": k.shape[-3] if heads else None,
     }
     if p.softcap is not None:
         settings["softcap"] = p.softcap

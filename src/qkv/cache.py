@@ -19,8 +19,9 @@ class KVCache:
     """
 
     def __init__(self, *, capacity: int | None = None):
-        if capacity is not None and (isinstance(capacity, bool) or not isinstance(
-                capacity, int) or capacity < 1):
+        if capacity is not None and (
+            isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1
+        ):
             raise ValueError(f"capacity must be a positive integer or None, got {capacity!r}")
         self.capacity = capacity
         self._k = None  # (..., heads, capacity, d_k) buffer
@@ -62,26 +63,34 @@ class KVCache:
     def _check(self, k, v):
         for name, a in (("k", k), ("v", v)):
             if getattr(a, "ndim", 0) < 2:
-                raise ValueError(f"{name} must have shape (..., length, d), got "
-                                 f"{tuple(getattr(a, 'shape', ()))}")
+                raise ValueError(
+                    f"{name} must have shape (..., length, d), got {tuple(getattr(a, 'shape', ()))}"
+                )
         xp = steps.namespace(k, v)
         if k.dtype != v.dtype or not xp.isdtype(k.dtype, "real floating"):
-            raise TypeError(f"k and v must share one floating dtype, got k {k.dtype} and "
-                            f"v {v.dtype}")
+            raise TypeError(
+                f"k and v must share one floating dtype, got k {k.dtype} and v {v.dtype}"
+            )
         if k.shape[:-1] != v.shape[:-1]:
-            raise ValueError(f"k and v must have the same (..., length) axes, got k "
-                             f"{tuple(k.shape)} and v {tuple(v.shape)}")
+            raise ValueError(
+                f"k and v must have the same (..., length) axes, got k "
+                f"{tuple(k.shape)} and v {tuple(v.shape)}"
+            )
         if self._k is None:
             return
         if steps.namespace(self._k) is not xp or k.dtype != self._k.dtype:
-            raise TypeError(f"the cache holds {type(self._k).__name__} of {self._k.dtype} (fixed "
-                            f"by its first chunk), got {type(k).__name__} of {k.dtype}; "
-                            "convert the chunk first")
+            raise TypeError(
+                f"the cache holds {type(self._k).__name__} of {self._k.dtype} (fixed "
+                f"by its first chunk), got {type(k).__name__} of {k.dtype}; "
+                "convert the chunk first"
+            )
         for name, new, old in (("k", k, self._k), ("v", v, self._v)):
             if new.shape[:-2] != old.shape[:-2] or new.shape[-1] != old.shape[-1]:
-                raise ValueError(f"{name} must match the cached (..., length, d) shape "
-                                 f"{tuple(old.shape[:-2])} + (length, {old.shape[-1]}), "
-                                 f"got {tuple(new.shape)}")
+                raise ValueError(
+                    f"{name} must match the cached (..., length, d) shape "
+                    f"{tuple(old.shape[:-2])} + (length, {old.shape[-1]}), "
+                    f"got {tuple(new.shape)}"
+                )
 
     def _grown(self, buf, new, t):
         """buf with room for t more positions (capacity doubles), in new's library and dtype."""

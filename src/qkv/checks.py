@@ -30,14 +30,34 @@ class Problem(NamedTuple):
     sinks: object = None  # one sink logit per query head, shaped (H, 1, 1) (or (1, 1))
 
 
-def problem(q, k, v, *, mask=None, causal=False, scale=None, temperature=1.0, softcap=None,
-            bias=None, sinks=None) -> Problem:
+def problem(
+    q,
+    k,
+    v,
+    *,
+    mask=None,
+    causal=False,
+    scale=None,
+    temperature=1.0,
+    softcap=None,
+    bias=None,
+    sinks=None,
+) -> Problem:
     """Every argument of ``qkv.attention`` checked and converted; see ``Problem``."""
     xp = steps.namespace(q, k, v)
     q, k, v = inputs(xp, q, k, v)
-    return Problem(q, k, v, checked_mask(mask, q, k), masks.causal_align(causal),
-                   scale_factor(scale, q.shape[-1]), temperature_value(temperature),
-                   softcap_value(softcap), checked_bias(bias, q, k), checked_sinks(sinks, q))
+    return Problem(
+        q,
+        k,
+        v,
+        checked_mask(mask, q, k),
+        masks.causal_align(causal),
+        scale_factor(scale, q.shape[-1]),
+        temperature_value(temperature),
+        softcap_value(softcap),
+        checked_bias(bias, q, k),
+        checked_sinks(sinks, q),
+    )
 
 
 def as_floating(x, xp=None):
@@ -54,28 +74,38 @@ def inputs(xp, q, k, v):
     """q, k (and v unless None) as one floating dtype, their shapes checked against each other."""
     names = ("q", "k", "v") if v is not None else ("q", "k")
     arrays = [as_floating(a, xp) for a in (q, k, v) if a is not None]
-    for name, a in zip(names, arrays):
+    for name, a in zip(names, arrays, strict=False):
         if a.ndim < 2:
-            raise ValueError(f"{name} must have at least 2 dimensions (..., length, features), "
-                             f"got shape {tuple(a.shape)}")
+            raise ValueError(
+                f"{name} must have at least 2 dimensions (..., length, features), "
+                f"got shape {tuple(a.shape)}"
+            )
     dtype = xp.result_type(*arrays)
     arrays = [a if a.dtype == dtype else xp.astype(a, dtype) for a in arrays]
     q, k = arrays[0], arrays[1]
     v = arrays[2] if v is not None else None
     if q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"q and k must have the same last dimension d_k, got q {tuple(q.shape)} "
-                         f"and k {tuple(k.shape)}")
+        raise ValueError(
+            f"q and k must have the same last dimension d_k, got q {tuple(q.shape)} "
+            f"and k {tuple(k.shape)}"
+        )
     if v is not None:
         if k.shape[-2] != v.shape[-2]:
-            raise ValueError(f"k and v must have the same number of keys S (axis -2), got "
-                             f"k {tuple(k.shape)} and v {tuple(v.shape)}")
+            raise ValueError(
+                f"k and v must have the same number of keys S (axis -2), got "
+                f"k {tuple(k.shape)} and v {tuple(v.shape)}"
+            )
         if k.ndim >= 3 and v.ndim >= 3 and k.shape[-3] != v.shape[-3]:
-            raise ValueError(f"k and v must have the same number of heads (axis -3), got "
-                             f"k {tuple(k.shape)} and v {tuple(v.shape)}")
+            raise ValueError(
+                f"k and v must have the same number of heads (axis -3), got "
+                f"k {tuple(k.shape)} and v {tuple(v.shape)}"
+            )
     if q.ndim >= 3 and k.ndim >= 3 and q.shape[-3] != k.shape[-3]:
         if k.shape[-3] == 0 or q.shape[-3] % k.shape[-3]:
-            raise ValueError(f"q's heads (axis -3) must be a multiple of k's heads, got "
-                             f"q {tuple(q.shape)} and k {tuple(k.shape)}")
+            raise ValueError(
+                f"q's heads (axis -3) must be a multiple of k's heads, got "
+                f"q {tuple(q.shape)} and k {tuple(k.shape)}"
+            )
     scores_shape(q, k)  # the leading axes must broadcast
     return q, k, v
 
@@ -88,8 +118,9 @@ def scores_shape(q, k) -> tuple:
     try:
         lead = np.broadcast_shapes(tuple(q.shape[:-2]), k_lead)
     except ValueError:
-        raise ValueError(f"the leading axes of q and k do not broadcast: q {tuple(q.shape)}, "
-                         f"k {tuple(k.shape)}") from None
+        raise ValueError(
+            f"the leading axes of q and k do not broadcast: q {tuple(q.shape)}, k {tuple(k.shape)}"
+        ) from None
     return (*lead, q.shape[-2], k.shape[-2])
 
 
@@ -100,8 +131,10 @@ def checked_mask(mask, q, k):
     if not hasattr(mask, "dtype"):
         mask = np.asarray(mask)
     if str(mask.dtype) not in ("bool", "torch.bool"):
-        raise TypeError(f"mask must be boolean (True = may attend), got dtype {mask.dtype}; "
-                        "float masks are not accepted")
+        raise TypeError(
+            f"mask must be boolean (True = may attend), got dtype {mask.dtype}; "
+            "float masks are not accepted"
+        )
     _broadcasts_to_scores("mask", mask, q, k)
     return steps.to_device_of(mask, q)
 
@@ -114,8 +147,10 @@ def _broadcasts_to_scores(name: str, a, q, k) -> None:
     except ValueError:
         ok = False
     if not ok:
-        raise ValueError(f"{name} must broadcast to the scores' shape (..., L, S) = {target}, "
-                         f"got shape {tuple(a.shape)}")
+        raise ValueError(
+            f"{name} must broadcast to the scores' shape (..., L, S) = {target}, "
+            f"got shape {tuple(a.shape)}"
+        )
 
 
 def effective_mask(p: Problem):
@@ -159,14 +194,17 @@ def no_overflow(p: Problem, kept: dict, mask) -> None:
     if bool(xp.any(by_tau)):
         largest = float(xp.max(xp.abs(xp.where(by_tau, scaled, 0.0))))
         limit = largest / float(xp.finfo(tempered.dtype).max)
-        raise ValueError(f"temperature {tau:g} is too small for these scores: scaled ÷ τ "
-                         f"overflows {tempered.dtype} (largest |scaled| = {largest:g}); "
-                         f"use τ ≥ {limit:.3g}")
+        raise ValueError(
+            f"temperature {tau:g} is too small for these scores: scaled ÷ τ "
+            f"overflows {tempered.dtype} (largest |scaled| = {largest:g}); "
+            f"use τ ≥ {limit:.3g}"
+        )
     raise ValueError(
         f"the scores overflow {weights.dtype}: q·kᵀ·scale/τ is ±inf or NaN for a key that a "
         f"query sees although q and k are finite (largest |q| {_largest(xp, p.q):.3g}, "
         f"largest |k| {_largest(xp, p.k):.3g}, scale {p.scale:g}, τ {tau:g}); "
-        "use float64 inputs, a smaller scale or a larger τ")
+        "use float64 inputs, a smaller scale or a larger τ"
+    )
 
 
 def _largest(xp, a) -> float:
@@ -178,8 +216,9 @@ def scale_factor(scale, d_k: int) -> float:
     if scale is None:
         return 1.0 / math.sqrt(d_k) if d_k > 0 else 1.0
     if isinstance(scale, bool) or not isinstance(scale, (int, float, np.floating, np.integer)):
-        raise TypeError(f"scale must be a number (1/√d_k by default; 1.0 turns scaling off), "
-                        f"got {scale!r}")
+        raise TypeError(
+            f"scale must be a number (1/√d_k by default; 1.0 turns scaling off), got {scale!r}"
+        )
     if not math.isfinite(scale):
         raise ValueError(f"scale must be finite, got {scale}")
     return float(scale)
@@ -219,8 +258,10 @@ def checked_bias(bias, q, k):
     bias = _beside(bias, q)
     xp = steps.namespace(q)
     if not xp.isdtype(bias.dtype, "real floating"):
-        raise TypeError(f"bias must be a real floating array added to the scores, got dtype "
-                        f"{bias.dtype}; a boolean goes in mask=")
+        raise TypeError(
+            f"bias must be a real floating array added to the scores, got dtype "
+            f"{bias.dtype}; a boolean goes in mask="
+        )
     _broadcasts_to_scores("bias", bias, q, k)
     return xp.astype(bias, q.dtype) if bias.dtype != q.dtype else bias
 
@@ -236,8 +277,10 @@ def checked_sinks(sinks, q):
         raise TypeError(f"sinks must be real numbers (one logit per head), got dtype {sinks.dtype}")
     heads = q.shape[-3] if q.ndim >= 3 else 1
     if sinks.ndim > 1 or sinks.ndim == 1 and sinks.shape[0] != heads:
-        raise ValueError(f"sinks must hold one logit per query head, shape ({heads},), for q of "
-                         f"shape {tuple(q.shape)}; got shape {tuple(sinks.shape)}")
+        raise ValueError(
+            f"sinks must hold one logit per query head, shape ({heads},), for q of "
+            f"shape {tuple(q.shape)}; got shape {tuple(sinks.shape)}"
+        )
     sinks = xp.astype(sinks, q.dtype)
     return xp.reshape(sinks, (heads, 1, 1) if sinks.ndim == 1 and q.ndim >= 3 else (1, 1))
 

@@ -54,8 +54,10 @@ def padding(lengths, S: int) -> np.ndarray:
     _check_size("S", S)
     lengths = np.asarray(lengths)
     if lengths.ndim != 1 or not np.issubdtype(lengths.dtype, np.integer):
-        raise TypeError(f"lengths must be a 1-D sequence of integers, got shape {lengths.shape} "
-                        f"dtype {lengths.dtype}")
+        raise TypeError(
+            f"lengths must be a 1-D sequence of integers, got shape {lengths.shape} "
+            f"dtype {lengths.dtype}"
+        )
     if lengths.size and (lengths.min() < 0 or lengths.max() > S):
         raise ValueError(f"lengths must lie in [0, S={S}], got {lengths.tolist()}")
     j = np.arange(S)[None, None, :]  # (1, 1, S)
@@ -83,7 +85,9 @@ def causal_align(causal_flag) -> str | None:
         return "bottom-right"
     if isinstance(causal_flag, str) and causal_flag in ALIGNMENTS:
         return causal_flag
-    raise ValueError(f"causal must be True, False, 'bottom-right' or 'top-left', got {causal_flag!r}")
+    raise ValueError(
+        f"causal must be True, False, 'bottom-right' or 'top-left', got {causal_flag!r}"
+    )
 
 
 def _check_size(name: str, n) -> None:

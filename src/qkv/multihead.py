@@ -30,21 +30,34 @@ class MultiHeadAttention:
     arrays (NumPy or torch). Sizes are read from the weights, never stored twice.
     """
 
-    def __init__(self, d_model: int, n_heads: int, seed, *, d_head: int | None = None,
-                 n_kv_heads: int | None = None, qkv_bias: bool = False, out_bias: bool = True):
+    def __init__(
+        self,
+        d_model: int,
+        n_heads: int,
+        seed,
+        *,
+        d_head: int | None = None,
+        n_kv_heads: int | None = None,
+        qkv_bias: bool = False,
+        out_bias: bool = True,
+    ):
         for name, n in (("d_model", d_model), ("n_heads", n_heads)):
             positive_int(name, n)
         if d_head is None:
             if d_model % n_heads:
-                raise ValueError(f"d_model must be divisible by n_heads when d_head is not "
-                                 f"given, got d_model={d_model}, n_heads={n_heads}")
+                raise ValueError(
+                    f"d_model must be divisible by n_heads when d_head is not "
+                    f"given, got d_model={d_model}, n_heads={n_heads}"
+                )
             d_head = d_model // n_heads
         positive_int("d_head", d_head)
         n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
         positive_int("n_kv_heads", n_kv_heads)
         if n_heads % n_kv_heads:
-            raise ValueError(f"n_heads must be divisible by n_kv_heads, got n_heads={n_heads}, "
-                             f"n_kv_heads={n_kv_heads}")
+            raise ValueError(
+                f"n_heads must be divisible by n_kv_heads, got n_heads={n_heads}, "
+                f"n_kv_heads={n_kv_heads}"
+            )
         rng = np.random.default_rng(seed)
         self.W_Q = rng.normal(0.0, INIT_STD, (n_heads, d_model, d_head))
         self.W_K = rng.normal(0.0, INIT_STD, (n_kv_heads, d_model, d_head))
@@ -85,21 +98,32 @@ class MultiHeadAttention:
     def _check_shapes(self):
         for name in ("W_Q", "W_K", "W_V", "W_O"):
             if getattr(self, name).ndim != 3:
-                raise ValueError(f"{name} must be 3-D (heads, rows, cols), got shape "
-                                 f"{tuple(getattr(self, name).shape)}")
+                raise ValueError(
+                    f"{name} must be 3-D (heads, rows, cols), got shape "
+                    f"{tuple(getattr(self, name).shape)}"
+                )
         H, D, d = self.W_Q.shape
         G = self.W_K.shape[0]
-        expected = {"W_K": (G, D, d), "W_V": (G, D, self.W_V.shape[2]),
-                    "W_O": (H, self.W_V.shape[2], D), "b_O": (D,), "b_Q": (H, d),
-                    "b_K": (G, d), "b_V": (G, self.W_V.shape[2])}
+        expected = {
+            "W_K": (G, D, d),
+            "W_V": (G, D, self.W_V.shape[2]),
+            "W_O": (H, self.W_V.shape[2], D),
+            "b_O": (D,),
+            "b_Q": (H, d),
+            "b_K": (G, d),
+            "b_V": (G, self.W_V.shape[2]),
+        }
         for name, shape in expected.items():
             a = getattr(self, name)
             if a is not None and tuple(a.shape) != shape:
-                raise ValueError(f"{name} must have shape {shape} to match W_Q {(H, D, d)}, got "
-                                 f"{tuple(a.shape)}")
+                raise ValueError(
+                    f"{name} must have shape {shape} to match W_Q {(H, D, d)}, got {tuple(a.shape)}"
+                )
         if G == 0 or H % G:
-            raise ValueError(f"n_heads must be divisible by n_kv_heads, got W_Q {(H, D, d)} and "
-                             f"W_K {tuple(self.W_K.shape)}")
+            raise ValueError(
+                f"n_heads must be divisible by n_kv_heads, got W_Q {(H, D, d)} and "
+                f"W_K {tuple(self.W_K.shape)}"
+            )
 
     def parameters(self) -> dict:
         """The weight arrays by name (biases only when present)."""
@@ -116,9 +140,22 @@ class MultiHeadAttention:
 
     # ---- forward -----------------------------------------------------------------------------
 
-    def __call__(self, x, context=None, *, mask=None, causal=False, scale=None,
-                 temperature=1.0, cache=None, return_trace=False, backend="auto", softcap=None,
-                 bias=None, sinks=None):
+    def __call__(
+        self,
+        x,
+        context=None,
+        *,
+        mask=None,
+        causal=False,
+        scale=None,
+        temperature=1.0,
+        cache=None,
+        return_trace=False,
+        backend="auto",
+        softcap=None,
+        bias=None,
+        sinks=None,
+    ):
         """out = Σ_h z_h·W_O^h + b_O for x (..., L, d_model).
 
         mask, causal, scale (default 1/√d_head), temperature, softcap, bias, sinks: as in
@@ -135,8 +172,10 @@ class MultiHeadAttention:
         source = x if context is None else checks.as_floating(context, xp)
         for name, a in (("x", x), ("context", source)):
             if a.ndim < 2 or a.shape[-1] != self.d_model:
-                raise ValueError(f"{name} must have shape (..., length, d_model={self.d_model}), "
-                                 f"got {tuple(a.shape)}")
+                raise ValueError(
+                    f"{name} must have shape (..., length, d_model={self.d_model}), "
+                    f"got {tuple(a.shape)}"
+                )
         if cache is not None and context is not None:
             raise ValueError("cache= holds self-attention keys; with context= compute them once")
         q = steps.project(x, self.W_Q, self.b_Q)  # (..., n_heads, L, d_head)
@@ -144,8 +183,18 @@ class MultiHeadAttention:
         v = steps.project(source, self.W_V, self.b_V)  # (..., n_kv_heads, S, d_head)
         if cache is not None:
             k, v = cache.update(k, v)
-        p = checks.problem(q, k, v, mask=mask, causal=causal, scale=scale,
-                           temperature=temperature, softcap=softcap, bias=bias, sinks=sinks)
+        p = checks.problem(
+            q,
+            k,
+            v,
+            mask=mask,
+            causal=causal,
+            scale=scale,
+            temperature=temperature,
+            softcap=softcap,
+            bias=bias,
+            sinks=sinks,
+        )
         name = dispatch.choose(backend, p, return_trace=return_trace)
         z = None if name == "reference" else dispatch.run(name, p)  # (..., n_heads, L, d_head)
         if z is not None:  # else the reference decides: NaN rows or the overflow error
@@ -155,4 +204,3 @@ class MultiHeadAttention:
         if not return_trace:
             return kept["out"]
         return kept["out"], Trace({"x": x, **kept}, settings)
-

@@ -21,7 +21,6 @@ def namespace(*arrays):
     return array_namespace(*[a for a in arrays if a is not None])
 
 
-
 def project(x, W, b=None):
     """Project inputs into one space per head: x·W (+ b).
 
@@ -86,8 +85,10 @@ def head_groups(h_q, h_k, h_v):
     G = h_k if h_k == h_v else max(h_k, h_v)
     r = h_q // G if h_q > G else 1
     if h_q > 1 and h_q != G * r or min(h_k, h_v) not in (1, G):
-        raise ValueError(f"heads do not line up: q has {h_q}, k {h_k}, v {h_v}; k and v need "
-                         "the same count, dividing q's")
+        raise ValueError(
+            f"heads do not line up: q has {h_q}, k {h_k}, v {h_v}; k and v need "
+            "the same count, dividing q's"
+        )
     return G, r
 
 
@@ -179,7 +180,9 @@ def softmax_with_sink(masked, sink_logits):
     sink_logits = xp.astype(sink_logits, masked.dtype)
     lead = (*masked.shape[:-1], 1)  # (..., L, 1)
     if masked.shape[-1] == 0:
-        return masked, xp.ones(lead, dtype=masked.dtype, device=device(masked))  # no key: the sink takes it all
+        return masked, xp.ones(
+            lead, dtype=masked.dtype, device=device(masked)
+        )  # no key: the sink takes it all
     row_max = xp.maximum(xp.max(masked, axis=-1, keepdims=True), sink_logits)  # (..., L, 1)
     with np.errstate(invalid="ignore"):  # inf − inf, replaced by the where
         e = xp.exp(xp.where(masked == row_max, 0.0, masked - row_max))  # (..., L, S)
@@ -242,8 +245,11 @@ def weighted_sum(weights, v, mask=None):
     if not bool(xp.all(xp.isfinite(z))):  # 0·NaN at a masked key, or a bad visible v
         bad = ~xp.all(xp.isfinite(v), axis=-1, keepdims=True)  # (..., S, 1)
         z = _times_v(weights, xp.where(bad, 0.0, v))
-        seen = xp.ones_like(weights) if mask is None else xp.astype(
-            xp.broadcast_to(mask, weights.shape), dtype)  # (..., L, S)
+        seen = (
+            xp.ones_like(weights)
+            if mask is None
+            else xp.astype(xp.broadcast_to(mask, weights.shape), dtype)
+        )  # (..., L, S)
         sees_bad = _times_v(seen, xp.astype(bad, dtype)) > 0  # (..., L, 1)
         z = xp.where(sees_bad, math.nan, z)
     if mask is not None:

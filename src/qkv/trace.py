@@ -15,8 +15,24 @@ from qkv.steps import kv_head
 # "rope" (rotary models only) holds q and k before rotation; "q" and "k" then hold them after.
 # "capped" (soft-capping), "biased" (an additive bias) and "sink" (the weight an attention sink
 # takes, (..., L, 1)) appear only when the computation has them.
-STEPS = ("x", "q", "k", "v", "rope", "scores", "scaled", "tempered", "capped", "biased",
-         "masked", "weights", "sink", "z", "head_out", "out")
+STEPS = (
+    "x",
+    "q",
+    "k",
+    "v",
+    "rope",
+    "scores",
+    "scaled",
+    "tempered",
+    "capped",
+    "biased",
+    "masked",
+    "weights",
+    "sink",
+    "z",
+    "head_out",
+    "out",
+)
 
 FORMAT = "qkv.trace/1"
 # What ``from_json`` accepts: the dtypes ``to_json`` writes, and a size checked before any
@@ -66,8 +82,9 @@ class Trace:
             try:
                 return self.steps[name]
             except KeyError:
-                raise AttributeError(f"step {name!r} is not in this trace; it has "
-                                     f"{list(self.steps)}") from None
+                raise AttributeError(
+                    f"step {name!r} is not in this trace; it has {list(self.steps)}"
+                ) from None
         raise AttributeError(name)
 
     def __contains__(self, name: str) -> bool:
@@ -78,11 +95,14 @@ class Trace:
         if not isinstance(other, Trace):
             return NotImplemented
         mine, theirs = self.numpy(), other.numpy()
-        return (mine.tokens == theirs.tokens and mine.key_tokens == theirs.key_tokens
-                and mine.steps.keys() == theirs.steps.keys()
-                and mine.settings.keys() == theirs.settings.keys()
-                and all(_same(mine.steps[n], theirs.steps[n]) for n in mine.steps)
-                and all(_same(mine.settings[n], theirs.settings[n]) for n in mine.settings))
+        return (
+            mine.tokens == theirs.tokens
+            and mine.key_tokens == theirs.key_tokens
+            and mine.steps.keys() == theirs.steps.keys()
+            and mine.settings.keys() == theirs.settings.keys()
+            and all(_same(mine.steps[n], theirs.steps[n]) for n in mine.steps)
+            and all(_same(mine.settings[n], theirs.settings[n]) for n in mine.settings)
+        )
 
     __hash__ = None  # mutable arrays inside
 
@@ -91,7 +111,7 @@ class Trace:
         """Step names present, in data-flow order."""
         return [s for s in STEPS if s in self.steps]
 
-    def numpy(self) -> "Trace":
+    def numpy(self) -> Trace:
         """The same trace with every array as a NumPy array."""
         steps = {k: to_numpy(a) for k, a in self.steps.items()}
         settings = dict(self.settings)
@@ -113,7 +133,9 @@ class Trace:
         n_kv = self.settings.get("n_kv_heads") or n_heads
         if n_heads and n_kv and n_heads != n_kv:  # each K/V head serves its query group
             v = v[..., [kv_head(h, n_heads, n_kv) for h in range(n_heads)], :, :]
-        terms = w[..., i, :, None] * v  # (..., [H,] S, 1) * (..., [H,] S, d_v) -> (..., [H,] S, d_v)
+        terms = (
+            w[..., i, :, None] * v
+        )  # (..., [H,] S, 1) * (..., [H,] S, d_v) -> (..., [H,] S, d_v)
         if head is None:
             return terms
         if not n_heads:
@@ -142,7 +164,7 @@ class Trace:
         return json.dumps(self.to_dict(), allow_nan=False, **kwargs)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Trace":
+    def from_dict(cls, d: dict) -> Trace:
         """The trace ``to_dict`` wrote; anything else is a ValueError naming the field."""
         if not isinstance(d, dict) or d.get("format") != FORMAT:
             got = d.get("format") if isinstance(d, dict) else type(d).__name__
@@ -152,8 +174,9 @@ class Trace:
                 raise ValueError(f"{name}: expected an object, got {type(d.get(name)).__name__}")
         for name in ("tokens", "key_tokens"):
             labels = d.get(name)
-            if labels is not None and not (isinstance(labels, list)
-                                           and all(isinstance(t, str) for t in labels)):
+            if labels is not None and not (
+                isinstance(labels, list) and all(isinstance(t, str) for t in labels)
+            ):
                 raise ValueError(f"{name}: expected a list of strings or null")
         unknown = sorted(set(d["steps"]) - set(STEPS))
         if unknown:
@@ -165,7 +188,7 @@ class Trace:
         return cls(steps, settings, d.get("tokens"), d.get("key_tokens"))
 
     @classmethod
-    def from_json(cls, text: str) -> "Trace":
+    def from_json(cls, text: str) -> Trace:
         try:
             d = json.loads(text)
         except RecursionError:
@@ -205,19 +228,27 @@ def _decode(d, field_name: str, budget: list) -> np.ndarray:
     """{dtype, shape, data} -> array, every part checked (``field_name`` names it in errors)
     and the declared size counted against ``budget`` before anything is allocated."""
     if not isinstance(d, dict):
-        raise ValueError(f"{field_name}: expected an object {{dtype, shape, data}}, got "
-                         f"{type(d).__name__}")
+        raise ValueError(
+            f"{field_name}: expected an object {{dtype, shape, data}}, got {type(d).__name__}"
+        )
     dtype, shape = d.get("dtype"), d.get("shape")
     if dtype not in DTYPES:
         raise ValueError(f"{field_name}.dtype: expected one of {DTYPES}, got {dtype!r}")
-    if not (isinstance(shape, list) and len(shape) <= MAX_NDIM and all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)):
-        raise ValueError(f"{field_name}.shape: expected at most {MAX_NDIM} non-negative "
-                         f"integers, got {str(shape)[:100]}")
+    if not (
+        isinstance(shape, list)
+        and len(shape) <= MAX_NDIM
+        and all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape)
+    ):
+        raise ValueError(
+            f"{field_name}.shape: expected at most {MAX_NDIM} non-negative "
+            f"integers, got {str(shape)[:100]}"
+        )
     size = math.prod(shape)
     if size > budget[0]:
-        raise ValueError(f"{field_name}.shape: {shape} holds {size} numbers, more than the "
-                         f"{MAX_ELEMENTS} a trace may hold")
+        raise ValueError(
+            f"{field_name}.shape: {shape} holds {size} numbers, more than the "
+            f"{MAX_ELEMENTS} a trace may hold"
+        )
     budget[0] -= size
     leaves = _leaves(d.get("data"), shape, f"{field_name}.data")
     if dtype == "bool":
@@ -239,8 +270,10 @@ def _leaves(data, shape, field_name: str) -> list:
         nxt = []
         for item in level:
             if not isinstance(item, list) or len(item) != n:
-                raise ValueError(f"{field_name}: expected nested lists of shape {shape}, axis "
-                                 f"{depth} does not hold {n} entries")
+                raise ValueError(
+                    f"{field_name}: expected nested lists of shape {shape}, axis "
+                    f"{depth} does not hold {n} entries"
+                )
             nxt.extend(item)
         level = nxt
     return level
@@ -259,6 +292,9 @@ def _same(a, b) -> bool:
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         a, b = np.asarray(a), np.asarray(b)
         nan_ok = a.dtype.kind == "f" and b.dtype.kind == "f"
-        return a.dtype == b.dtype and a.shape == b.shape and bool(
-            np.array_equal(a, b, equal_nan=nan_ok))
+        return (
+            a.dtype == b.dtype
+            and a.shape == b.shape
+            and bool(np.array_equal(a, b, equal_nan=nan_ok))
+        )
     return a == b

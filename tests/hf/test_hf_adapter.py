@@ -5,7 +5,6 @@ mode, gradients, and the errors for what the adapter does not support."""
 from __future__ import annotations
 
 import pytest
-
 from tiny import CAUSAL, CONFIGS, build, padded_batch, run, softmax_in_input_dtype
 
 torch = pytest.importorskip("torch")
@@ -16,8 +15,9 @@ def real_positions(name, batch):
     return mask[:, :5] if name == "t5" else mask
 
 
-@pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.float64, 1e-10)],
-                         ids=["float32", "float64"])
+@pytest.mark.parametrize(
+    "dtype, tol", [(torch.float32, 1e-5), (torch.float64, 1e-10)], ids=["float32", "float64"]
+)
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_logits_equal_eager_on_a_padded_batch(name, dtype, tol):
     batch = padded_batch(left=name != "bert")
@@ -38,8 +38,9 @@ def test_greedy_generation_with_a_cache_gives_eager_tokens(name):
         model = build(name, attn=attn)
         model.generation_config.pad_token_id = 0
         with torch.no_grad():
-            tokens.append(model.generate(**batch, max_new_tokens=6, do_sample=False,
-                                         use_cache=True))
+            tokens.append(
+                model.generate(**batch, max_new_tokens=6, do_sample=False, use_cache=True)
+            )
     assert torch.equal(tokens[0], tokens[1])
 
 
@@ -84,13 +85,13 @@ def test_output_attentions_equal_eager():
     batch = padded_batch(left=True)
     got = build("gemma2", attn="qkv", dtype=torch.float64)(**batch, output_attentions=True)
     with softmax_in_input_dtype():
-        want = build("gemma2", attn="eager", dtype=torch.float64)(**batch,
-                                                                   output_attentions=True)
+        want = build("gemma2", attn="eager", dtype=torch.float64)(**batch, output_attentions=True)
     real = batch["attention_mask"].bool()
-    for a, b in zip(got.attentions, want.attentions):
+    for a, b in zip(got.attentions, want.attentions, strict=False):
         torch.testing.assert_close(a[0], b[0], rtol=0, atol=1e-12)  # unpadded sequence
-        torch.testing.assert_close(a[1][:, real[1]][..., real[1]], b[1][:, real[1]][..., real[1]],
-                                   rtol=0, atol=1e-12)
+        torch.testing.assert_close(
+            a[1][:, real[1]][..., real[1]], b[1][:, real[1]][..., real[1]], rtol=0, atol=1e-12
+        )
 
 
 def test_an_unknown_keyword_is_refused_naming_the_model_and_keyword():

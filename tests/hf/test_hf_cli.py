@@ -7,7 +7,6 @@ import json
 
 import pytest
 from click.testing import CliRunner
-
 from tiny import save_local
 
 from qkv.cli import main  # noqa: E402
@@ -28,8 +27,20 @@ def patch(*args):
 
 def test_patch_reports_the_models_own_next_token_distribution(local):
     path, model = local
-    result = patch("--model", path, "--text", TEXT, "--ablate", "1.2", "--tau", "0.1=0.5",
-                   "--top-k", 3, "--format", "json")
+    result = patch(
+        "--model",
+        path,
+        "--text",
+        TEXT,
+        "--ablate",
+        "1.2",
+        "--tau",
+        "0.1=0.5",
+        "--top-k",
+        3,
+        "--format",
+        "json",
+    )
     assert result.exit_code == 0, result.output
     got = json.loads(result.stdout)
     ids = torch.tensor([[5, 17, 33, 5, 17]])
@@ -49,15 +60,18 @@ def test_patch_prints_a_table(local):
     assert "KL(before ‖ after) =" in result.output
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--text", TEXT], "give at least one edit"),
-    (["--text", TEXT, "--tau", "1.0"], "--tau takes LAYER.HEAD=VALUE"),
-    (["--text", TEXT, "--tau", "1.0=hot"], "with a finite number τ > 0"),
-    (["--text", TEXT, "--ablate", "a.b"], "--ablate takes LAYER.HEAD"),
-    (["--text", TEXT, "--ablate", "7.0"], "layer must be in [0, 2)"),
-    (["--text", TEXT, "--ablate", "1.0", "--ablate", "1.0"], "1.0 is given twice"),
-    (["--text", " ", "--ablate", "1.0"], "--text must contain"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--text", TEXT], "give at least one edit"),
+        (["--text", TEXT, "--tau", "1.0"], "--tau takes LAYER.HEAD=VALUE"),
+        (["--text", TEXT, "--tau", "1.0=hot"], "with a finite number τ > 0"),
+        (["--text", TEXT, "--ablate", "a.b"], "--ablate takes LAYER.HEAD"),
+        (["--text", TEXT, "--ablate", "7.0"], "layer must be in [0, 2)"),
+        (["--text", TEXT, "--ablate", "1.0", "--ablate", "1.0"], "1.0 is given twice"),
+        (["--text", " ", "--ablate", "1.0"], "--text must contain"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(local, args, message):
     result = patch("--model", local[0], *args)
     assert result.exit_code == 2, result.output
@@ -68,8 +82,9 @@ def test_pickle_weights_need_the_explicit_flag(tmp_path):
     save_local("llama", tmp_path, safetensors=False)
     result = patch("--model", tmp_path, "--text", TEXT, "--ablate", "0.0")
     assert result.exit_code == 2 and "--allow-pickle" in result.output
-    result = patch("--model", tmp_path, "--text", TEXT, "--ablate", "0.0", "--allow-pickle",
-                   "--format", "json")
+    result = patch(
+        "--model", tmp_path, "--text", TEXT, "--ablate", "0.0", "--allow-pickle", "--format", "json"
+    )
     assert result.exit_code == 0, result.output
 
 
@@ -91,8 +106,10 @@ def test_heads_taxonomy_prints_the_grid_and_the_top_heads(monkeypatch, minilm):
     s = taxonomy.measure(minilm)
     layer, head, score = s.top("previous", 1)[0]
     assert f"top previous-token heads: {layer}.{head} ({score:.2f})" in result.output
-    assert len([line for line in result.output.splitlines() if line.strip()[:1].isdigit()]) \
+    assert (
+        len([line for line in result.output.splitlines() if line.strip()[:1].isdigit()])
         == minilm.n_layers
+    )
     assert np.isfinite(s.first).all()
 
 

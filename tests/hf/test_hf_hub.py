@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
 from tiny import save_local
 
 from qkv.cli import main  # noqa: E402
@@ -47,8 +46,9 @@ def invoke(*args):
 
 
 def test_a_cached_hub_id_explains_with_eagers_weights(offline):
-    result = invoke("explain", "--model", REPO, "--text", TEXT, "--layer", 1, "--head", 2,
-                    "--format", "json")
+    result = invoke(
+        "explain", "--model", REPO, "--text", TEXT, "--layer", 1, "--head", 2, "--format", "json"
+    )
     assert result.exit_code == 0, result.output
     trace = Trace.from_json(result.stdout)
     assert trace.tokens == [f"w{i}" for i in IDS]
@@ -64,8 +64,10 @@ def test_a_hub_model_is_named_by_its_id():
 def test_an_id_missing_from_the_cache_while_offline_is_one_line(offline):
     result = invoke("heads", "--model", "qkv-tests/absent", "--text", TEXT)
     assert result.exit_code == 2, result.output
-    assert "'qkv-tests/absent' is not a local directory nor in the Hugging Face cache, and " \
-           "HF_HUB_OFFLINE is set" in result.output
+    assert (
+        "'qkv-tests/absent' is not a local directory nor in the Hugging Face cache, and "
+        "HF_HUB_OFFLINE is set" in result.output
+    )
     assert len(result.output.strip().splitlines()) == 1
 
 
@@ -75,8 +77,10 @@ def test_an_unreachable_hub_is_one_line(monkeypatch, tmp_path):
     monkeypatch.setattr(hub.constants, "ENDPOINT", "http://127.0.0.1:9")  # nothing listens
     result = invoke("patch", "--model", "qkv-tests/absent", "--text", TEXT, "--ablate", "0.0")
     assert result.exit_code == 2, result.output
-    assert "'qkv-tests/absent' is not a local directory, and fetching it from the hub failed" \
+    assert (
+        "'qkv-tests/absent' is not a local directory, and fetching it from the hub failed"
         in result.output
+    )
     assert len(result.output.strip().splitlines()) == 1
 
 

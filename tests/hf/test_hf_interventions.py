@@ -3,10 +3,7 @@ attention (tiny Llama, float64), and the report's numbers are what they claim.""
 
 from __future__ import annotations
 
-import math
-
 import pytest
-
 from tiny import build, padded_batch, softmax_in_input_dtype
 
 import qkv.hf  # noqa: E402
@@ -68,11 +65,13 @@ def test_mean_ablation_over_a_batch_of_one_repeated_sequence_changes_nothing():
     batch = padded_batch(left=True)
     same = {k: v[:1].repeat(2, 1) for k, v in batch.items()}
     plain = logits(build("llama", attn="qkv", dtype=torch.float64), same)
-    torch.testing.assert_close(edited({f"{LAYER}.{HEAD}": {"ablate": "mean"}}, same), plain,
-                               rtol=0, atol=1e-12)
+    torch.testing.assert_close(
+        edited({f"{LAYER}.{HEAD}": {"ablate": "mean"}}, same), plain, rtol=0, atol=1e-12
+    )
     other = edited({f"{LAYER}.{HEAD}": {"ablate": "mean"}}, batch)
-    assert (other[0] - logits(build("llama", attn="qkv", dtype=torch.float64), batch)[0]
-            ).abs().max() > 1e-6
+    assert (
+        other[0] - logits(build("llama", attn="qkv", dtype=torch.float64), batch)[0]
+    ).abs().max() > 1e-6
 
 
 def test_knocking_out_a_key_in_a_one_layer_model_equals_a_padding_mask_there():
@@ -91,8 +90,9 @@ def test_knocking_out_a_key_in_a_one_layer_model_equals_a_padding_mask_there():
 def test_compare_reports_top_k_and_kl():
     batch = padded_batch(left=True)
     model = build("llama", attn="qkv", dtype=torch.float64)
-    report = qkv.hf.compare(model, batch, {f"{LAYER}.{HEAD}": {"ablate": "zero"}}, top_k=3,
-                            sequence=1)
+    report = qkv.hf.compare(
+        model, batch, {f"{LAYER}.{HEAD}": {"ablate": "zero"}}, top_k=3, sequence=1
+    )
     plain = torch.softmax(logits(model, batch)[1, -1], -1)
     top = torch.topk(plain, 3)
     assert [t for t, _ in report.before] == [str(i) for i in top.indices.tolist()]
@@ -105,14 +105,17 @@ def test_compare_reports_top_k_and_kl():
     assert same.kl == pytest.approx(0.0, abs=1e-12) and same.before == same.after
 
 
-@pytest.mark.parametrize("spec, message", [
-    ({"x.1": {"tau": 2}}, "'LAYER' or 'LAYER.HEAD'"),
-    ({"5.0": {"tau": 2}}, "layer must be in [0, 2)"),
-    ({"1.9": {"ablate": "zero"}}, "head must be in [0, 4)"),
-    ({"1.0": {"tau": 0}}, "temperature must be finite and > 0"),
-    ({"1.0": {"ablate": "half"}}, "ablate must be 'zero' or 'mean'"),
-    ({"1.0": {"scale": 2}}, "with keys from"),
-])
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ({"x.1": {"tau": 2}}, "'LAYER' or 'LAYER.HEAD'"),
+        ({"5.0": {"tau": 2}}, "layer must be in [0, 2)"),
+        ({"1.9": {"ablate": "zero"}}, "head must be in [0, 4)"),
+        ({"1.0": {"tau": 0}}, "temperature must be finite and > 0"),
+        ({"1.0": {"ablate": "half"}}, "ablate must be 'zero' or 'mean'"),
+        ({"1.0": {"scale": 2}}, "with keys from"),
+    ],
+)
 def test_bad_edits_are_named(spec, message):
     model = build("llama", attn="qkv")
     with pytest.raises(ValueError) as e:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
 from tiny import save_local
 
 from qkv.cli import main  # noqa: E402
@@ -36,8 +35,19 @@ def invoke(*args):
 @pytest.mark.parametrize("layer, head", [(0, 1), (1, 2)])
 def test_explain_shows_eagers_weights_for_the_layer_and_head(local, layer, head):
     path, eager = local
-    result = invoke("explain", "--model", path, "--text", TEXT, "--layer", layer, "--head", head,
-                    "--format", "json")
+    result = invoke(
+        "explain",
+        "--model",
+        path,
+        "--text",
+        TEXT,
+        "--layer",
+        layer,
+        "--head",
+        head,
+        "--format",
+        "json",
+    )
     assert result.exit_code == 0, result.output
     trace = Trace.from_json(result.stdout)
     assert trace.tokens == [f"w{i}" for i in IDS]
@@ -45,8 +55,21 @@ def test_explain_shows_eagers_weights_for_the_layer_and_head(local, layer, head)
 
 
 def test_explain_walks_through_the_selected_head(local):
-    result = invoke("explain", "--model", local[0], "--text", TEXT, "--layer", 1, "--head", 3,
-                    "--select", "w33", "--format", "plain")
+    result = invoke(
+        "explain",
+        "--model",
+        local[0],
+        "--text",
+        TEXT,
+        "--layer",
+        1,
+        "--head",
+        3,
+        "--select",
+        "w33",
+        "--format",
+        "plain",
+    )
     assert result.exit_code == 0, result.output
     assert f"{local[0].name}: layer 1, head 3" in result.output
     assert "query: w33 (position 2)" in result.output
@@ -56,14 +79,14 @@ def test_heads_grid_names_eagers_patterns(local):
     path, eager = local
     result = invoke("heads", "--model", path, "--text", TEXT)
     assert result.exit_code == 0, result.output
-    rows = [line.split() for line in result.output.splitlines()
-            if line.strip()[:1].isdigit()]
+    rows = [line.split() for line in result.output.splitlines() if line.strip()[:1].isdigit()]
     expected = patterns.grid(eager)
     assert len(rows) == len(expected) == 2
-    for row, want in zip(rows, expected):
+    for row, want in zip(rows, expected, strict=False):
         assert row[1::2] == [name for name, _ in want]
         assert [float(w.replace("1.0", "1")) for w in row[2::2]] == pytest.approx(
-            [w for _, w in want], abs=0.006)
+            [w for _, w in want], abs=0.006
+        )
 
 
 @pytest.mark.parametrize("command", ["explain", "heads"])
@@ -84,11 +107,14 @@ def test_a_directory_without_config_json_is_one_line(tmp_path, command):
     assert len(result.output.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--layer", 2], "--layer must be in [0, 2)"),
-    (["--head", 4], "--head must be in [0, 4)"),
-    (["--select", "w99"], "--select"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--layer", 2], "--layer must be in [0, 2)"),
+        (["--head", 4], "--head must be in [0, 4)"),
+        (["--select", "w99"], "--select"),
+    ],
+)
 def test_explain_out_of_range_is_one_line(local, args, message):
     result = invoke("explain", "--model", local[0], "--text", TEXT, *args)
     assert result.exit_code == 2, result.output
@@ -100,20 +126,24 @@ def test_without_transformers_a_directory_names_the_extra(tmp_path, command):
     import subprocess
     import sys
 
-    code = ("import sys\n"  # an import finder that answers as Python does for a missing package
-            "class Absent:\n"
-            "    def find_spec(self, name, path=None, target=None):\n"
-            "        if name.split('.')[0] == 'transformers':\n"
-            "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
-            "sys.meta_path.insert(0, Absent())\n"
-            "from qkv.cli import main\nmain(sys.argv[1:], prog_name='qkv')\n")
+    code = (
+        "import sys\n"  # an import finder that answers as Python does for a missing package
+        "class Absent:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'transformers':\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, Absent())\n"
+        "from qkv.cli import main\nmain(sys.argv[1:], prog_name='qkv')\n"
+    )
     args = [command, "--model", str(tmp_path)] + (["--text", TEXT] if command != "serve" else [])
-    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [
         f"Error: --model {tmp_path}: qkv.hf needs the Python package 'transformers', which is "
-        "not installed: pip install 'qkv[hf]'"]
+        "not installed: pip install 'qkv[hf]'"
+    ]
 
 
 def test_heads_taxonomy_on_a_directory_scores_eagers_weights(local):
@@ -133,8 +163,7 @@ def test_heads_taxonomy_on_a_directory_scores_eagers_weights(local):
     s = taxonomy.scores(weights, 20, sequences=4)
     for kind in ("previous", "induction"):
         top = ", ".join(f"{layer}.{h} ({score:.2f})" for layer, h, score in s.top(kind, 3))
-        assert f"top {kind}{'-token' if kind == 'previous' else ''} heads: {top}" \
-            in result.output
+        assert f"top {kind}{'-token' if kind == 'previous' else ''} heads: {top}" in result.output
 
 
 @pytest.mark.parametrize("command", ["explain", "heads", "patch"])

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from tiny import save_local
 
 from qkv.trace import Trace  # noqa: E402
@@ -40,15 +39,25 @@ def test_the_served_directory_is_listed(served):
     listed = {m["name"]: m for m in client.get("/api/models").json()}
     assert list(listed) == ["minilm-l6", "smollm2-135m", "tiny-llama"]
     assert listed["tiny-llama"] | {"max_tokens": 0} == {
-        "name": "tiny-llama", "local": True, "installed": True, "n_layers": 2, "n_heads": 4,
-        "n_kv_heads": 2, "d_model": 32, "d_head": 8, "max_tokens": 0}
+        "name": "tiny-llama",
+        "local": True,
+        "installed": True,
+        "n_layers": 2,
+        "n_heads": 4,
+        "n_kv_heads": 2,
+        "d_model": 32,
+        "d_head": 8,
+        "max_tokens": 0,
+    }
     assert listed["minilm-l6"]["local"] is False
 
 
 def test_a_served_directory_answers_with_eagers_weights(served):
     client, _, eager = served
-    r = client.post("/api/model/trace", json={"model": "tiny-llama", "text": TEXT, "layer": 1,
-                                              "head": 2, "select": 3})
+    r = client.post(
+        "/api/model/trace",
+        json={"model": "tiny-llama", "text": TEXT, "layer": 1, "head": 2, "select": 3},
+    )
     assert r.status_code == 200, r.text
     got = r.json()
     assert got["tokens"] == [f"w{i}" for i in IDS]
@@ -102,8 +111,10 @@ def test_a_served_model_with_sinks_shows_the_sink_step(tmp_path, serve):
     kept = out.attentions[0][0, 1].numpy()  # (L, L): eager drops the sink's column
     pool = ModelPool(local={"tiny-gpt-oss": open_dir(path)})
     with serve(create_app(model_pool=pool)) as url, httpx.Client(base_url=url) as client:
-        r = client.post("/api/model/trace", json={"model": "tiny-gpt-oss", "text": TEXT,
-                                                  "layer": 0, "head": 1, "select": 2})
+        r = client.post(
+            "/api/model/trace",
+            json={"model": "tiny-gpt-oss", "text": TEXT, "layer": 0, "head": 1, "select": 2},
+        )
     assert r.status_code == 200, r.text
     got = r.json()
     head = Trace.from_dict(got["trace"])

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from tiny import build
 
 import qkv.hf  # noqa: E402,F401
@@ -20,9 +19,12 @@ def pattern(kind: str) -> np.ndarray:
     """(2T, 2T) weights of a head that does exactly one thing (causal rows)."""
     w = np.zeros((2 * T, 2 * T))
     for i in range(2 * T):
-        j = {"previous": max(i - 1, 0), "first": 0,
-             "duplicate": i - T if i >= T else i,
-             "induction": i - T + 1 if i >= T else i}[kind]
+        j = {
+            "previous": max(i - 1, 0),
+            "first": 0,
+            "duplicate": i - T if i >= T else i,
+            "induction": i - T + 1 if i >= T else i,
+        }[kind]
         w[i, j] = 1.0
     return w
 
@@ -53,7 +55,8 @@ def test_a_tiny_model_through_qkv_scores_like_eager_attentions():
     ids = taxonomy.repeated_random_tokens(3, 6, low=3, high=97, rng=np.random.default_rng(4))
     with torch.no_grad():
         eager = build("llama", attn="eager", dtype=torch.float64)(
-            input_ids=torch.as_tensor(ids), output_attentions=True).attentions
+            input_ids=torch.as_tensor(ids), output_attentions=True
+        ).attentions
     want = taxonomy.scores(torch.stack(eager, dim=1).numpy(), 6)
     for kind in taxonomy.KINDS:
         np.testing.assert_allclose(getattr(got, kind), getattr(want, kind), rtol=0, atol=1e-6)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from tiny import build, padded_batch, softmax_in_input_dtype
 
 import qkv.hf  # noqa: E402
@@ -60,18 +59,21 @@ def _batch(own, texts):
     ids = torch.full((len(enc), n), own.pad_id)
     mask = torch.zeros(len(enc), n, dtype=torch.long)
     for b, row in enumerate(enc):
-        ids[b, :len(row)], mask[b, :len(row)] = torch.tensor(row), 1
+        ids[b, : len(row)], mask[b, : len(row)] = torch.tensor(row), 1
     return {"input_ids": ids, "attention_mask": mask}
 
 
 TEXTS = ["The cat sat on the mat because it was tired.", "Attention is all you need"]
 
 
-@pytest.mark.parametrize("fixture, atol", [
-    ("minilm", (1e-5, 1e-5)),
-    # transformers' Llama computes RoPE angles in float32 (qkv in float64): 1e-6 apart per angle
-    pytest.param("smollm2", (2e-4, 1e-5), marks=pytest.mark.slow),
-])
+@pytest.mark.parametrize(
+    "fixture, atol",
+    [
+        ("minilm", (1e-5, 1e-5)),
+        # transformers' Llama computes RoPE angles in float32 (qkv in float64): 1e-6 apart per angle
+        pytest.param("smollm2", (2e-4, 1e-5), marks=pytest.mark.slow),
+    ],
+)
 def test_bundled_models_through_transformers_equal_qkvs_own(fixture, atol, request):
     from qkv.hf import bundled, loading
 
@@ -86,5 +88,6 @@ def test_bundled_models_through_transformers_equal_qkvs_own(fixture, atol, reque
         n = len(want.ids)
         np.testing.assert_allclose(hidden[b, :n].numpy(), want.hidden, rtol=0, atol=atol[0])
         for i in want.layers:
-            np.testing.assert_allclose(run.batch[b].layer(i)["weights"], want.layer(i)["weights"],
-                                       rtol=0, atol=atol[1])
+            np.testing.assert_allclose(
+                run.batch[b].layer(i)["weights"], want.layer(i)["weights"], rtol=0, atol=atol[1]
+            )

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from tiny import save_local
 
 torch = pytest.importorskip("torch")
@@ -33,8 +32,14 @@ def served(tmp_path_factory, serve):
 
 
 def patch(client, **changes):
-    body = {"model": "tiny-llama", "text": TEXT, "layer": 1, "head": 2,
-            "edit": {"ablate": "zero"}, "top_k": 5} | changes
+    body = {
+        "model": "tiny-llama",
+        "text": TEXT,
+        "layer": 1,
+        "head": 2,
+        "edit": {"ablate": "zero"},
+        "top_k": 5,
+    } | changes
     return client.post("/api/model/patch", json=body)
 
 
@@ -61,8 +66,9 @@ def test_before_is_the_eager_models_prediction(served):
     np.testing.assert_allclose([c["p"] for c in got["before"]], top.values.numpy(), rtol=1e-4)
 
 
-@pytest.mark.parametrize("edit", [{"ablate": "zero"}, {"pin": "uniform"}, {"tau": 0.25},
-                                  {"knockout": 1}])
+@pytest.mark.parametrize(
+    "edit", [{"ablate": "zero"}, {"pin": "uniform"}, {"tau": 0.25}, {"knockout": 1}]
+)
 def test_after_equals_compare_on_an_independent_load(served, edit):
     import qkv.hf
     from qkv.hf import loading
@@ -75,27 +81,31 @@ def test_after_equals_compare_on_an_independent_load(served, edit):
     inputs = {"input_ids": torch.tensor([IDS]), "attention_mask": torch.ones(1, len(IDS))}
     want = qkv.hf.compare(model, inputs, {"1.2": edit}, tokenizer=tokenizer, top_k=5)
     assert [(c["token"]) for c in got["after"]] == [t for t, _ in want.after]
-    np.testing.assert_allclose([c["p"] for c in got["after"]], [p for _, p in want.after],
-                               rtol=1e-9)
+    np.testing.assert_allclose(
+        [c["p"] for c in got["after"]], [p for _, p in want.after], rtol=1e-9
+    )
     assert got["kl"] == pytest.approx(want.kl, rel=1e-9, abs=1e-12)
     assert got["edit"] == want.edits[0]
     assert got["summary"].startswith("the likeliest next token ")
 
 
-@pytest.mark.parametrize("changes, field, words", [
-    ({"edit": {"knockout": 5}}, "edit.knockout", "must be in [0, 5)"),
-    ({"edit": {}}, "edit", "exactly one of"),
-    ({"edit": {"ablate": "zero", "tau": 2.0}}, "edit", "exactly one of"),
-    ({"edit": {"tau": 0}}, "edit.tau", "greater than or equal"),
-    ({"edit": {"ablate": "mean"}}, "edit.ablate", "'zero'"),
-    ({"layer": 2}, "layer", "[0, 2)"),
-    ({"head": 4}, "head", "[0, 4)"),
-    ({"text": "   "}, "text", "non-space"),
-    ({"model": "tiny-bert"}, "model", "no next-token head"),
-    ({"model": "minilm-l6"}, "model", "encoder"),
-    ({"model": "../tiny-llama"}, "model", "tiny-llama"),
-    ({"top_k": 21}, "top_k", "less than or equal to 20"),
-])
+@pytest.mark.parametrize(
+    "changes, field, words",
+    [
+        ({"edit": {"knockout": 5}}, "edit.knockout", "must be in [0, 5)"),
+        ({"edit": {}}, "edit", "exactly one of"),
+        ({"edit": {"ablate": "zero", "tau": 2.0}}, "edit", "exactly one of"),
+        ({"edit": {"tau": 0}}, "edit.tau", "greater than or equal"),
+        ({"edit": {"ablate": "mean"}}, "edit.ablate", "'zero'"),
+        ({"layer": 2}, "layer", "[0, 2)"),
+        ({"head": 4}, "head", "[0, 4)"),
+        ({"text": "   "}, "text", "non-space"),
+        ({"model": "tiny-bert"}, "model", "no next-token head"),
+        ({"model": "minilm-l6"}, "model", "encoder"),
+        ({"model": "../tiny-llama"}, "model", "tiny-llama"),
+        ({"top_k": 21}, "top_k", "less than or equal to 20"),
+    ],
+)
 def test_a_bad_what_if_is_a_422_naming_the_field(served, changes, field, words):
     r = patch(served[0], **changes)
     assert r.status_code == 422, r.text

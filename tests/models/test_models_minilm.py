@@ -31,8 +31,9 @@ def test_fast_forward_equals_the_traced_forward(minilm, reference, sentences):
     for s in [*sentences, long_text]:
         fast = minilm.hidden_states(s)  # no trace kept
         np.testing.assert_allclose(fast, minilm.trace(s).hidden, atol=1e-5)
-    np.testing.assert_allclose(minilm.hidden_states(sentences[0]),
-                               reference["minilm/0/hidden"], atol=1e-5)
+    np.testing.assert_allclose(
+        minilm.hidden_states(sentences[0]), reference["minilm/0/hidden"], atol=1e-5
+    )
 
 
 def test_float64_matches_reference_to_rounding(minilm64, reference, sentences):
@@ -45,7 +46,7 @@ def test_float64_matches_reference_to_rounding(minilm64, reference, sentences):
 def test_padded_batch_equals_each_sentence_alone(minilm, sentences):
     short, long_ = sentences[0], sentences[1]
     together = minilm.trace_batch([short, long_])
-    for run, s in zip(together, (short, long_)):
+    for run, s in zip(together, (short, long_), strict=False):
         alone = minilm.trace(s)
         assert run.tokens == alone.tokens
         np.testing.assert_allclose(run.weights, alone.weights, atol=2e-6)
@@ -56,8 +57,20 @@ def test_layer_trace_has_every_step_and_feeds_the_walkthrough(minilm, reference,
     trace = models.layer_trace("minilm-l6", sentences[0], layer=2, model=minilm)
     assert isinstance(trace, Trace)
     assert trace.tokens == ["[CLS]", "the", "cat", "sat", "on", "the", "mat", ".", "[SEP]"]
-    assert trace.names == ["x", "q", "k", "v", "scores", "scaled", "tempered", "masked",
-                           "weights", "z", "head_out", "out"]
+    assert trace.names == [
+        "x",
+        "q",
+        "k",
+        "v",
+        "scores",
+        "scaled",
+        "tempered",
+        "masked",
+        "weights",
+        "z",
+        "head_out",
+        "out",
+    ]
     assert trace.settings["n_heads"] == 12 and trace.settings["d_k"] == 32
     np.testing.assert_allclose(trace["weights"], reference["minilm/0/probs"][2], atol=1e-5)
     # scores are q·kᵀ of the stored q and k (float64 einsum as the independent check)

@@ -12,8 +12,8 @@ from qkv.models import gguf_reader, patterns, rope
 from qkv.models.generation import _pick
 from qkv.models.packages import ModelNotInstalled, data_file, require
 
-
 # ---- RoPE ---------------------------------------------------------------------------------
+
 
 def test_rope_turns_a_unit_pair_by_position_times_theta():
     # d_head 2: one pair, θ = base^0 = 1, so [1, 0] at position p becomes [cos p, sin p]
@@ -48,6 +48,7 @@ def test_rope_refuses_odd_head_size_and_wrong_positions():
 
 # ---- GGUF row permutation ----------------------------------------------------------------
 
+
 def test_unpermute_restores_the_half_split_row_order_by_hand():
     # one head, d_head 4: original rows a0 a1 | b0 b1 are stored interleaved a0 b0 a1 b1
     stored = np.array([[0.0], [2.0], [1.0], [3.0]])  # values name the original row
@@ -64,21 +65,23 @@ def test_unpermute_inverts_the_converters_permutation():
 
 # ---- norms and activations against torch ---------------------------------------------------
 
+
 def test_norms_and_activations_match_torch():
     torch = pytest.importorskip("torch")
     rng = np.random.default_rng(1)
     x = rng.normal(size=(3, 7)) * 4
     g, b = rng.normal(size=7), rng.normal(size=7)
     t = torch.from_numpy(x)
-    want_ln = torch.nn.functional.layer_norm(t, (7,), torch.from_numpy(g), torch.from_numpy(b),
-                                             eps=1e-12).numpy()
+    want_ln = torch.nn.functional.layer_norm(
+        t, (7,), torch.from_numpy(g), torch.from_numpy(b), eps=1e-12
+    ).numpy()
     np.testing.assert_allclose(layers.layer_norm(x, g, b, eps=1e-12), want_ln, atol=1e-12)
     want_rms = (t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-5)).numpy() * g
     np.testing.assert_allclose(layers.rms_norm(x, g, eps=1e-5), want_rms, atol=1e-12)
-    np.testing.assert_allclose(layers.gelu_erf(x), torch.nn.functional.gelu(t).numpy(),
-                               atol=1e-14)
-    np.testing.assert_allclose(layers.gelu(x), torch.nn.functional.gelu(t, approximate="tanh")
-                               .numpy(), atol=1e-14)
+    np.testing.assert_allclose(layers.gelu_erf(x), torch.nn.functional.gelu(t).numpy(), atol=1e-14)
+    np.testing.assert_allclose(
+        layers.gelu(x), torch.nn.functional.gelu(t, approximate="tanh").numpy(), atol=1e-14
+    )
     np.testing.assert_allclose(layers.gelu(t).numpy(), layers.gelu(x), atol=0)  # same code on torch
     np.testing.assert_allclose(layers.silu(x), torch.nn.functional.silu(t).numpy(), atol=1e-14)
 
@@ -89,6 +92,7 @@ def test_silu_of_huge_negative_is_zero_without_warning():
 
 
 # ---- sampling ------------------------------------------------------------------------------
+
 
 def test_pick_is_argmax_at_temperature_zero_and_with_top_k_one():
     logits = np.array([0.5, 3.0, 2.9, -1.0])
@@ -109,6 +113,7 @@ def test_pick_samples_the_tempered_softmax():
 
 # ---- head patterns -------------------------------------------------------------------------
 
+
 def test_patterns_name_previous_token_and_first_token_heads():
     L = 5
     prev = np.zeros((L, L))
@@ -123,6 +128,7 @@ def test_patterns_name_previous_token_and_first_token_heads():
 
 
 # ---- errors --------------------------------------------------------------------------------
+
 
 def test_unknown_model_and_bad_dtype():
     with pytest.raises(ValueError, match=r"unknown model 'gpt-9'; choose one of \['minilm-l6'"):

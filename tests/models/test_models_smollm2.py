@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from qkv import Trace, models
+from qkv import models
 from qkv.models import rope
 from qkv.models.smollm2 import before_rotation
 
@@ -58,7 +58,7 @@ def test_trace_holds_q_k_before_and_after_rope(smollm2, sentences):
 def test_padded_batch_equals_each_sentence_alone(smollm2, sentences):
     short, long_ = sentences[0], sentences[1]
     together = smollm2.trace_batch([short, long_])
-    for run, s in zip(together, (short, long_)):
+    for run, s in zip(together, (short, long_), strict=False):
         alone = smollm2.trace(s)
         np.testing.assert_allclose(run.weights, alone.weights, atol=1e-5)
         np.testing.assert_allclose(run.hidden, alone.hidden, atol=1e-3)
@@ -115,8 +115,9 @@ def test_chat_template_wraps_the_prompt(smollm2):
     ids, labels = smollm2.encode("<|im_start|>user\nHi<|im_end|>\n")
     assert ids[0] == 1 and labels[0] == "<|im_start|>"  # a special token, not split in pieces
     first = next(smollm2.generate("What is 2+2?", 4, chat=True, weights=True))
-    assert first.weights.shape[-1] == len(smollm2.encode(
-        "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n")[0])
+    assert first.weights.shape[-1] == len(
+        smollm2.encode("<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n")[0]
+    )
 
 
 def test_bad_input_is_refused_with_a_clear_message(smollm2):

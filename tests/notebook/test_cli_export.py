@@ -17,19 +17,34 @@ from qkv.cli import main
 def data_of(path) -> dict:
     """The numbers an exported file holds (JSON, gzip, base64 in its data element)."""
     text = path.read_text()
-    packed = re.search(r'<script type="application/octet-stream" id="qkv-data"[^>]*>([^<]*)<',
-                       text)[1]
+    packed = re.search(
+        r'<script type="application/octet-stream" id="qkv-data"[^>]*>([^<]*)<', text
+    )[1]
     return json.loads(gzip.decompress(base64.b64decode(packed)))
 
 
 def test_export_a_preset(tmp_path):
     out = tmp_path / "bank.html"
-    r = CliRunner().invoke(main, ["export", "--preset", "bank", "--select", "bank",
-                                  "--temperature", "1", "--temperature", "0.5", "-o", str(out)])
+    r = CliRunner().invoke(
+        main,
+        [
+            "export",
+            "--preset",
+            "bank",
+            "--select",
+            "bank",
+            "--temperature",
+            "1",
+            "--temperature",
+            "0.5",
+            "-o",
+            str(out),
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert f"wrote {out}" in r.output
     text = out.read_text()
-    assert "<script src" not in text and "<link rel=\"stylesheet\"" not in text
+    assert "<script src" not in text and '<link rel="stylesheet"' not in text
     # nothing to fetch: the only URL is MathML's namespace name (an identifier, never loaded)
     assert set(re.findall(r"https?://[^\s\"']+", text)) == {"http://www.w3.org/1998/Math/MathML"}
     data = data_of(out)
@@ -41,13 +56,16 @@ def test_export_a_preset(tmp_path):
     assert data["traces"][row["trace"]]["steps"]["weights"]["data"] == ref.tolist()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--preset", "bank", "--select", "nope"], "select must be a token index 0-7"),
-    (["--preset", "bank", "--temperature", "-1"], "--temperature must be a finite number > 0"),
-    (["--model", "minilm-l6"], "--model needs --text"),
-    (["--preset", "bank", "--model", "minilm-l6", "--text", "hi"], "exclude each other"),
-    (["--preset", "bank", "--layer", "2"], "--text and --layer go with --model"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--preset", "bank", "--select", "nope"], "select must be a token index 0-7"),
+        (["--preset", "bank", "--temperature", "-1"], "--temperature must be a finite number > 0"),
+        (["--model", "minilm-l6"], "--model needs --text"),
+        (["--preset", "bank", "--model", "minilm-l6", "--text", "hi"], "exclude each other"),
+        (["--preset", "bank", "--layer", "2"], "--text and --layer go with --model"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(tmp_path, args, message):
     r = CliRunner().invoke(main, ["export", *args, "-o", str(tmp_path / "x.html")])
     assert r.exit_code == 2, r.output
@@ -64,8 +82,20 @@ def test_unwritable_output_is_an_error(tmp_path):
 def test_export_a_model_run_with_chosen_layers(tmp_path, minilm, monkeypatch):
     monkeypatch.setattr("qkv.cli.common.load_model", lambda name: minilm)
     out = tmp_path / "run.html"
-    r = CliRunner().invoke(main, ["export", "--model", "minilm-l6", "--text",
-                                  "The bank raised its rates", "--layer", "2", "-o", str(out)])
+    r = CliRunner().invoke(
+        main,
+        [
+            "export",
+            "--model",
+            "minilm-l6",
+            "--text",
+            "The bank raised its rates",
+            "--layer",
+            "2",
+            "-o",
+            str(out),
+        ],
+    )
     assert r.exit_code == 0, r.output
     data = data_of(out)
     L = len(data["scene"]["tokens"])

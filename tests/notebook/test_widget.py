@@ -23,7 +23,7 @@ def weights_of(payload) -> np.ndarray:
 def bank_reference(temperature: float) -> np.ndarray:
     """The bank scene's weights computed here, independently of the scene's own trace()."""
     sc = qkv.presets.load("bank")
-    q, k, v = sc.x @ sc.W_Q, sc.x @ sc.W_K, sc.x @ sc.W_V  # (L, d)
+    q, k = sc.x @ sc.W_Q, sc.x @ sc.W_K  # (L, d)
     return qkv.attention_weights(q, k, temperature=temperature)
 
 
@@ -60,15 +60,18 @@ def test_head_of_a_multi_head_scene():
     _, ref = mha(sc.x, temperature=2.0, return_trace=True)
     np.testing.assert_allclose(weights_of(w.payload), ref.weights, rtol=1e-12)
     i = w.select
-    np.testing.assert_allclose(w.payload["selected"]["contributions"],
-                               ref.contributions(i, head=1), rtol=1e-12)
+    np.testing.assert_allclose(
+        w.payload["selected"]["contributions"], ref.contributions(i, head=1), rtol=1e-12
+    )
 
 
 def test_values_the_view_cannot_show_are_refused_with_the_range():
     import traitlets
 
     w = qkv.show(qkv.presets.load("bank"))
-    with pytest.raises(traitlets.TraitError, match=r"select must be a token index in \[0, 8\), got 8"):
+    with pytest.raises(
+        traitlets.TraitError, match=r"select must be a token index in \[0, 8\), got 8"
+    ):
         w.select = 8
     with pytest.raises(traitlets.TraitError, match="temperature must be a finite number > 0"):
         w.temperature = 0.0
@@ -120,6 +123,10 @@ def test_model_run_layer_and_head(minilm):
     # another τ: the head rerun from its q, k (after the model's projections) by qkv.attention
     w.temperature = 0.5
     tr = run.layer(3)
-    ref = qkv.attention_weights(tr.q[7].astype(np.float64), tr.k[7].astype(np.float64),
-                                scale=tr.settings["scale"], temperature=0.5)
+    ref = qkv.attention_weights(
+        tr.q[7].astype(np.float64),
+        tr.k[7].astype(np.float64),
+        scale=tr.settings["scale"],
+        temperature=0.5,
+    )
     np.testing.assert_allclose(weights_of(w.payload), ref, rtol=2e-5, atol=1e-6)

@@ -15,10 +15,11 @@ import pytest
 
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (dev extra)")
 
+from web_reference import multi_head, single_head  # noqa: E402
+
 from qkv import presets  # noqa: E402
 from qkv.explain.walkthrough import walkthrough  # noqa: E402
 from qkv.trace import Trace  # noqa: E402
-from web_reference import multi_head, single_head  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +37,14 @@ def test_presets_are_listed_default_first(client):
     assert r.status_code == 200
     got = r.json()
     assert [s["name"] for s in got] == presets.names()
-    assert got[0]["name"] == "cat-sat" and got[0]["tokens"] == ["the", "cat", "sat", "on", "the", "mat"]
+    assert got[0]["name"] == "cat-sat" and got[0]["tokens"] == [
+        "the",
+        "cat",
+        "sat",
+        "on",
+        "the",
+        "mat",
+    ]
     assert [s["n_heads"] for s in got] == [None, None, None, None, 2]
 
 
@@ -53,8 +61,12 @@ def test_every_preset_traces_to_the_reference(client, name):
         w, z = single_head(scene.x, scene.W_Q, scene.W_K, scene.W_V, scaled=scene.scaled)
         np.testing.assert_allclose(trace["weights"], w, rtol=1e-12, atol=1e-15)
         np.testing.assert_allclose(trace["z"], z, rtol=1e-12, atol=1e-15)
-        np.testing.assert_allclose(body["selected"]["contributions"],
-                                   w[i][:, None] * (scene.x @ scene.W_V), rtol=1e-12, atol=1e-15)
+        np.testing.assert_allclose(
+            body["selected"]["contributions"],
+            w[i][:, None] * (scene.x @ scene.W_V),
+            rtol=1e-12,
+            atol=1e-15,
+        )
     else:
         w, z, out = multi_head(scene.x, scene.W_Q, scene.W_K, scene.W_V, scene.W_O, scene.b_O)
         np.testing.assert_allclose(trace["weights"], w, rtol=1e-12, atol=1e-15)
@@ -77,12 +89,22 @@ def test_numbers_equal_the_engines_exactly(client):
 
 def test_settings_change_the_numbers_as_the_reference_does(client):
     scene = presets.load("cat-sat")
-    r = post(client, {"preset": "cat-sat", "select": 1, "temperature": 0.25, "scaled": False,
-                      "causal": True, "align": "top-left"})
+    r = post(
+        client,
+        {
+            "preset": "cat-sat",
+            "select": 1,
+            "temperature": 0.25,
+            "scaled": False,
+            "causal": True,
+            "align": "top-left",
+        },
+    )
     assert r.status_code == 200, r.text
     body = r.json()
-    w, z = single_head(scene.x, scene.W_Q, scene.W_K, scene.W_V, tau=0.25, scaled=False,
-                       causal=True)
+    w, z = single_head(
+        scene.x, scene.W_Q, scene.W_K, scene.W_V, tau=0.25, scaled=False, causal=True
+    )
     trace = Trace.from_dict(body["trace"])
     np.testing.assert_allclose(trace["weights"], w, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(trace["z"], z, rtol=1e-12, atol=1e-15)
@@ -100,18 +122,31 @@ def test_two_token_worked_example_by_hand(client):
     w = np.array(body["trace"]["steps"]["weights"]["data"][0])
     e = math.e
     np.testing.assert_allclose(w, [1 / (1 + e), e / (1 + e)], rtol=1e-14)
-    np.testing.assert_allclose(body["trace"]["steps"]["z"]["data"][0],
-                               [2 / (1 + e), 3 * e / (1 + e)], rtol=1e-14)
+    np.testing.assert_allclose(
+        body["trace"]["steps"]["z"]["data"][0], [2 / (1 + e), 3 * e / (1 + e)], rtol=1e-14
+    )
 
 
 def test_user_tokens_x_and_weights(client):
     rng = np.random.default_rng(7)
     L, d_model, d_k, d_v = 5, 7, 3, 11
-    x, W_Q, W_K, W_V = (rng.normal(size=s).round(3) for s in
-                        [(L, d_model), (d_model, d_k), (d_model, d_k), (d_model, d_v)])
-    r = post(client, {"preset": "cat-sat", "tokens": list("abcde"), "x": x.tolist(),
-                      "W_Q": [W_Q.tolist()], "W_K": [W_K.tolist()], "W_V": [W_V.tolist()],
-                      "select": 4, "temperature": 2.0})
+    x, W_Q, W_K, W_V = (
+        rng.normal(size=s).round(3)
+        for s in [(L, d_model), (d_model, d_k), (d_model, d_k), (d_model, d_v)]
+    )
+    r = post(
+        client,
+        {
+            "preset": "cat-sat",
+            "tokens": list("abcde"),
+            "x": x.tolist(),
+            "W_Q": [W_Q.tolist()],
+            "W_K": [W_K.tolist()],
+            "W_V": [W_V.tolist()],
+            "select": 4,
+            "temperature": 2.0,
+        },
+    )
     assert r.status_code == 200, r.text
     w, z = single_head(x, W_Q, W_K, W_V, tau=2.0)
     trace = Trace.from_dict(r.json()["trace"])
@@ -124,16 +159,27 @@ def test_user_weights_multi_head(client):
     scene = presets.load("two-heads")
     W_O = scene.W_O.copy()
     W_O[1] *= -0.5
-    r = post(client, {"preset": "two-heads", "W_O": W_O.tolist(), "head": 1, "select": 3,
-                      "temperature": 0.5, "causal": True})
+    r = post(
+        client,
+        {
+            "preset": "two-heads",
+            "W_O": W_O.tolist(),
+            "head": 1,
+            "select": 3,
+            "temperature": 0.5,
+            "causal": True,
+        },
+    )
     assert r.status_code == 200, r.text
-    w, z, out = multi_head(scene.x, scene.W_Q, scene.W_K, scene.W_V, W_O, scene.b_O, tau=0.5,
-                           causal=True)
+    w, z, out = multi_head(
+        scene.x, scene.W_Q, scene.W_K, scene.W_V, W_O, scene.b_O, tau=0.5, causal=True
+    )
     body = r.json()
     trace = Trace.from_dict(body["trace"])
     np.testing.assert_allclose(trace["out"], out, rtol=1e-12, atol=1e-15)
-    np.testing.assert_allclose(body["selected"]["contributions"],
-                               w[1, 3][:, None] * (scene.x @ scene.W_V[1]), atol=1e-15)
+    np.testing.assert_allclose(
+        body["selected"]["contributions"], w[1, 3][:, None] * (scene.x @ scene.W_V[1]), atol=1e-15
+    )
     assert body["walkthrough"][1]["title"].endswith("(head 1)")
 
 
@@ -165,8 +211,11 @@ BAD = [  # (body, field named in the message, words the message must contain)
     ({"tokens": ["a" * 33] + ["b"] * 5}, "tokens.0", "at most 32"),
     ({"W_Q": [[[1, 2, 3]] * 2]}, "W_Q", "(n_heads, d_model, d_head) = (1, 3, 3), got (1, 2, 3)"),
     ({"W_K": [[[1, 0, 0]] * 2]}, "W_K", "shape"),
-    ({"W_Q": [[[0.0] * 3] * 3] * 2, "W_K": [[[0.0] * 3] * 3] * 2,
-      "W_V": [[[0.0] * 3] * 3] * 2}, "W_Q", "single-head"),
+    (
+        {"W_Q": [[[0.0] * 3] * 3] * 2, "W_K": [[[0.0] * 3] * 3] * 2, "W_V": [[[0.0] * 3] * 3] * 2},
+        "W_Q",
+        "single-head",
+    ),
     ({"W_O": [[[1.0]]]}, "W_O", "only for multi-head"),
     ({"preset": "two-heads", "b_O": [0.0] * 7}, "b_O", "(d_model,) = (8,)"),
     ({"preset": "two-heads", "W_O": [[[0.0] * 8] * 4] * 3}, "W_O", "(2, 4, 8)"),
@@ -194,14 +243,20 @@ def test_bad_requests_are_4xx_naming_the_field(client, body, field, words):
     assert words in message, message
 
 
-@pytest.mark.parametrize("raw, field", [
-    (b'{"temperature": NaN}', "temperature"),
-    (b'{"temperature": Infinity}', "temperature"),
-    (b'{"x": [[-Infinity, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0]]}', "x.0.0"),
-    (b'{"select": 1', None),
-    (b'[1, 2, 3]', None),
-    (b'', None),
-])
+@pytest.mark.parametrize(
+    "raw, field",
+    [
+        (b'{"temperature": NaN}', "temperature"),
+        (b'{"temperature": Infinity}', "temperature"),
+        (
+            b'{"x": [[-Infinity, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0], [0, 0, 0]]}',
+            "x.0.0",
+        ),
+        (b'{"select": 1', None),
+        (b"[1, 2, 3]", None),
+        (b"", None),
+    ],
+)
 def test_non_finite_and_malformed_json_are_422(client, raw, field):
     r = client.post("/api/trace", content=raw, headers={"content-type": "application/json"})
     assert r.status_code == 422, r.text
@@ -222,9 +277,17 @@ def _raw_get(server_url: str, path: str) -> tuple[int, bytes]:
     return out
 
 
-@pytest.mark.parametrize("path", ["/static/../app.py", "/static/%2e%2e/app.py",
-                                  "/static/..%2fapp.py", "/static/../../../../etc/passwd",
-                                  "/static/%2e%2e/%2e%2e/__init__.py", "/static//etc/passwd"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/static/../app.py",
+        "/static/%2e%2e/app.py",
+        "/static/..%2fapp.py",
+        "/static/../../../../etc/passwd",
+        "/static/%2e%2e/%2e%2e/__init__.py",
+        "/static//etc/passwd",
+    ],
+)
 def test_static_files_stay_in_their_folder(server_url, path):
     status, body = _raw_get(server_url, path)
     assert status == 404, (path, status)
@@ -236,8 +299,20 @@ def test_page_and_its_files_are_served_with_a_strict_policy(client):
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
     assert "default-src 'self'" in r.headers["content-security-policy"]
     assert "http://" not in r.text and "https://" not in r.text  # nothing from elsewhere
-    for name in ("app.js", "api.js", "panels.js", "render.js", "diagram.js", "heatmap.js", "mix.js",
-                 "editors.js", "formula.js", "dom.js", "style.css", "views.css"):
+    for name in (
+        "app.js",
+        "api.js",
+        "panels.js",
+        "render.js",
+        "diagram.js",
+        "heatmap.js",
+        "mix.js",
+        "editors.js",
+        "formula.js",
+        "dom.js",
+        "style.css",
+        "views.css",
+    ):
         f = client.get(f"/static/{name}")
         assert f.status_code == 200, name
         text = f.text.replace('"http://www.w3.org/1998/Math/MathML"', "")  # a namespace name
@@ -248,7 +323,9 @@ def test_openapi_schema_is_served_and_docs_are_off(client):
     schema = client.get("/api/openapi.json").json()
     assert {"/api/presets", "/api/presets/{name}", "/api/trace"} <= set(schema["paths"])
     props = schema["components"]["schemas"]["TraceRequest"]["properties"]
-    assert props["temperature"]["minimum"] == 0.001 and props["tokens"]["anyOf"][0]["maxItems"] == 64
+    assert (
+        props["temperature"]["minimum"] == 0.001 and props["tokens"]["anyOf"][0]["maxItems"] == 64
+    )
     assert client.get("/docs").status_code == 404 and client.get("/redoc").status_code == 404
 
 
@@ -264,10 +341,20 @@ def test_the_limits_themselves_are_accepted_and_stay_finite(client):
     rng = np.random.default_rng(3)
     x = 1000.0 * rng.choice([-1.0, 1.0], size=(64, 64))
     W = 1000.0 * rng.choice([-1.0, 1.0], size=(3, 64, 64))
-    r = post(client, {"preset": "cat-sat", "tokens": [f"t{j}" for j in range(64)],
-                      "x": x.tolist(), "W_Q": [W[0].tolist()], "W_K": [W[1].tolist()],
-                      "W_V": [W[2].tolist()], "select": 63, "temperature": 0.001,
-                      "causal": True})
+    r = post(
+        client,
+        {
+            "preset": "cat-sat",
+            "tokens": [f"t{j}" for j in range(64)],
+            "x": x.tolist(),
+            "W_Q": [W[0].tolist()],
+            "W_K": [W[1].tolist()],
+            "W_V": [W[2].tolist()],
+            "select": 63,
+            "temperature": 0.001,
+            "causal": True,
+        },
+    )
     assert r.status_code == 200, r.text[:300]
     trace = Trace.from_dict(r.json()["trace"])
     w = trace["weights"]

@@ -8,10 +8,10 @@ from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
-
-from qkv import presets
 from web_reference import multi_head, single_head
 from web_watch import edit_x, renders, wait_render, watched_page
+
+from qkv import presets
 
 CAT = presets.load("cat-sat")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"  # gitignored; screenshots land here
@@ -29,19 +29,24 @@ def open_page(page, url):
 
 
 def bar_weights(page) -> np.ndarray:
-    return np.array(page.eval_on_selector_all(
-        "#bars .bar", "els => els.map(e => Number(e.dataset.weight))"))
+    return np.array(
+        page.eval_on_selector_all("#bars .bar", "els => els.map(e => Number(e.dataset.weight))")
+    )
 
 
 def z_row(page) -> np.ndarray:
-    return np.array(page.eval_on_selector_all(
-        "#contrib tr.total td[id^=z-]", "els => els.map(e => Number(e.dataset.value))"))
+    return np.array(
+        page.eval_on_selector_all(
+            "#contrib tr.total td[id^=z-]", "els => els.map(e => Number(e.dataset.value))"
+        )
+    )
 
 
 def wait_url(page, *parts: str) -> str:
     """The page's URL once it holds every part (it follows the state within a few frames)."""
-    page.wait_for_function("(parts) => parts.every((p) => location.search.includes(p))",
-                           arg=list(parts))
+    page.wait_for_function(
+        "(parts) => parts.every((p) => location.search.includes(p))", arg=list(parts)
+    )
     return page.url
 
 
@@ -184,14 +189,18 @@ def test_reloading_a_shared_url_restores_the_state(watched, server_url, browser)
     before = renders(page)
     page.locator("#preset").select_option("bank")
     wait_render(page, before)
-    for act in (lambda: page.locator("#tokens button").nth(6).click(),
-                lambda: page.locator("#tau").fill("300"),
-                lambda: page.locator("#causal").check()):
+    for act in (
+        lambda: page.locator("#tokens button").nth(6).click(),
+        lambda: page.locator("#tau").fill("300"),
+        lambda: page.locator("#causal").check(),
+    ):
         before = renders(page)
         act()
         wait_render(page, before)
     page.locator("#stages button", has_text="scaled").click()
-    url = wait_url(page, "preset=bank", "token=6", "tau=0.245&", "causal=bottom-right", "stage=scaled")
+    url = wait_url(
+        page, "preset=bank", "token=6", "tau=0.245&", "causal=bottom-right", "stage=scaled"
+    )
     weights = bar_weights(page)
 
     other = browser.new_page()

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from qkv import presets
 from web_reference import single_head
 from web_watch import edit_x, renders, wait_render, watched_page
+
+from qkv import presets
 
 CAT = presets.load("cat-sat")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"  # gitignored; screenshots land here
@@ -86,7 +86,8 @@ def test_no_sideways_scrolling_and_a_short_sticky_header(sized):
         assert overflow(page) == 0, preset
     if name != "desktop":  # panels stack: one column
         lefts = page.eval_on_selector_all(
-            "main > .panel:not([hidden])", "els => els.map(e => Math.round(e.offsetLeft))")
+            "main > .panel:not([hidden])", "els => els.map(e => Math.round(e.offsetLeft))"
+        )
         assert len(set(lefts)) == 1, lefts
 
 
@@ -115,7 +116,9 @@ def test_every_visible_button_and_label_meets_aa_contrast(sized):
 def test_a_tap_selects_a_token_and_updates_the_url(browser, server_url, size):
     width, height = SIZES[size]
     with watched_page(browser, width=width, height=height, has_touch=True, is_mobile=True) as (
-            page, _):
+        page,
+        _,
+    ):
         page.goto(server_url + "/")
         page.wait_for_function("() => Number(document.body.dataset.renders) >= 1")
         before = renders(page)
@@ -175,9 +178,12 @@ def test_the_selected_tokens_path_holds_the_engines_numbers(browser, server_url)
         # a box leads to its panel: ÷ τ shows the tempered stage
         page.locator("#diagram .node[data-step=tempered] button").click()
         page.wait_for_function(
-            "() => document.querySelector('#stages [aria-checked=true]').dataset.stage === 'tempered'")
+            "() => document.querySelector('#stages [aria-checked=true]').dataset.stage === 'tempered'"
+        )
         # z beside the values it mixes, on the same numbers
-        mixed = page.eval_on_selector_all("#mix-z .mix-cell", "els => els.map(e => Number(e.dataset.value))")
+        mixed = page.eval_on_selector_all(
+            "#mix-z .mix-cell", "els => els.map(e => Number(e.dataset.value))"
+        )
         np.testing.assert_allclose(mixed, z[2], rtol=1e-12)
         assert page.locator("#mix .mix-row:not(.total)").count() == len(CAT.tokens)
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from web_watch import renders, wait_render, watched_page
 
 from qkv import presets
-from web_watch import renders, wait_render, watched_page
 
 CAT = presets.load("cat-sat")
 
@@ -48,8 +48,11 @@ def test_softcap_sink_and_alibi_show_their_steps_with_float64_numbers(page):
     set_step(page, "sink", "0")
     set_step(page, "alibi", "0.5")
     capped, biased, w, sink = by_hand(2, cap=1.0, sink=0.0, slope=0.5)
-    keys = np.array(page.eval_on_selector_all(
-        "#bars .bar:not(.sink)", "els => els.map(e => Number(e.dataset.weight))"))
+    keys = np.array(
+        page.eval_on_selector_all(
+            "#bars .bar:not(.sink)", "els => els.map(e => Number(e.dataset.weight))"
+        )
+    )
     np.testing.assert_allclose(keys, w, rtol=1e-12)
     shown_sink = float(page.locator("#bars .bar.sink").get_attribute("data-weight"))
     assert shown_sink == pytest.approx(sink, rel=1e-12)
@@ -58,7 +61,8 @@ def test_softcap_sink_and_alibi_show_their_steps_with_float64_numbers(page):
         page.locator(f"#stages button[data-stage={stage}]").click()
         cells = page.eval_on_selector_all(
             "#heatmap tbody tr:nth-child(3) td[data-value]",
-            "els => els.map(e => Number(e.dataset.value))")
+            "els => els.map(e => Number(e.dataset.value))",
+        )
         np.testing.assert_allclose(cells, row, rtol=1e-12)
     assert page.locator("#diagram .node[data-step=capped]").count() == 1
     assert "softmax₊sink" in page.locator("#formula").inner_text()
@@ -74,7 +78,9 @@ def test_clearing_the_steps_takes_them_away(page, server_url):
     set_step(page, "softcap", "")
     set_step(page, "sink", "")
     assert page.locator("#stages button[data-stage=capped]").is_hidden()
-    assert page.locator("#stages button[data-stage=weights]").get_attribute("aria-checked") == "true"
+    assert (
+        page.locator("#stages button[data-stage=weights]").get_attribute("aria-checked") == "true"
+    )
     assert page.locator("#bars .bar.sink").count() == 0
     assert page.locator("#with-sink").count() == 0
 

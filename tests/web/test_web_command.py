@@ -17,12 +17,18 @@ from qkv.cli.serve import serve  # noqa: E402
 
 
 def test_python_m_qkv_web_serves_and_prints_its_url():
-    proc = subprocess.Popen([sys.executable, "-m", "qkv.web", "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "qkv.web", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline()
         match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
-        assert match, f"no URL printed, got {line!r}; stderr: {proc.stderr.read() if proc.poll() is not None else ''}"
+        assert match, (
+            f"no URL printed, got {line!r}; stderr: {proc.stderr.read() if proc.poll() is not None else ''}"
+        )
         assert int(match.group(1)) > 0
         r = httpx.get(match.group(0) + "api/presets", timeout=20)
         assert r.status_code == 200 and r.json()[0]["name"] == "cat-sat"

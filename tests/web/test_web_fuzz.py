@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-schemathesis = pytest.importorskip("schemathesis", reason="schemathesis is not installed (dev extra)")
+schemathesis = pytest.importorskip(
+    "schemathesis", reason="schemathesis is not installed (dev extra)"
+)
 from schemathesis import GenerationMode  # noqa: E402
 from web_fuzz import fuzz  # noqa: E402
 
@@ -19,7 +21,8 @@ def test_api_never_answers_5xx(server_url, fuzz_examples, mode):
     # the real-model endpoints run a pretrained model per request: fuzzed on their own in
     # test_web_model_api.py, with fewer examples
     schema = schemathesis.openapi.from_url(f"{server_url}/api/openapi.json").exclude(
-        path_regex="^/api/model")
+        path_regex="^/api/model"
+    )
     statuses = fuzz(schema, mode, fuzz_examples // 2)
     assert len(statuses) >= 0.9 * (fuzz_examples // 2)  # the budget was spent, not cut short
     assert max(statuses) < 500

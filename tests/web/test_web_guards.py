@@ -35,9 +35,18 @@ def largest_scene_request() -> dict:
     n = -2.2250738585072014e-308  # repr is 24 characters
     H, L, d = schemas.MAX_HEADS, schemas.MAX_SCENE_TOKENS, schemas.MAX_DIMS
     heads = [[[n] * d for _ in range(d)] for _ in range(H)]
-    return {"preset": "two-heads", "tokens": ["Ω" * schemas.MAX_TOKEN_CHARS] * L,
-            "x": [[n] * d for _ in range(L)], "W_Q": heads, "W_K": heads, "W_V": heads,
-            "W_O": heads, "b_O": [n] * d, "select": L - 1, "head": H - 1}
+    return {
+        "preset": "two-heads",
+        "tokens": ["Ω" * schemas.MAX_TOKEN_CHARS] * L,
+        "x": [[n] * d for _ in range(L)],
+        "W_Q": heads,
+        "W_K": heads,
+        "W_V": heads,
+        "W_O": heads,
+        "b_O": [n] * d,
+        "select": L - 1,
+        "head": H - 1,
+    }
 
 
 def test_the_largest_legitimate_scene_fits_under_the_limit(client):
@@ -49,13 +58,15 @@ def test_the_largest_legitimate_scene_fits_under_the_limit(client):
     assert client.get("/api/limits").json()["max_body_bytes"] == LIMIT
 
 
-@pytest.mark.parametrize("path", ["/api/trace", "/api/practice/check", "/api/model/trace",
-                                  "/api/limits"])
+@pytest.mark.parametrize(
+    "path", ["/api/trace", "/api/practice/check", "/api/model/trace", "/api/limits"]
+)
 def test_a_declared_body_past_the_limit_is_413_json(client, path):
     r = client.post(path, content=b" " * (LIMIT + 1), headers={"content-type": "application/json"})
     assert r.status_code == 413
-    assert r.json()["message"] == (f"the request body is {LIMIT + 1:,} bytes; this server reads "
-                                   f"at most {LIMIT:,} bytes")
+    assert r.json()["message"] == (
+        f"the request body is {LIMIT + 1:,} bytes; this server reads at most {LIMIT:,} bytes"
+    )
     assert r.headers["x-content-type-options"] == "nosniff"  # still behind the same headers
 
 
@@ -69,27 +80,39 @@ def test_a_streamed_body_past_the_limit_is_413_json(client):
     assert client.get("/api/limits").status_code == 200  # the server carries on
 
 
-@pytest.mark.parametrize("method, path, kwargs", [
-    ("GET", f"/api/presets/{LONG[:60]}", {}),
-    ("GET", f"/api/presets/{LONG}", {}),
-    ("GET", "/api/practice", {"params": {"kind": LONG}}),
-    ("GET", "/api/practice", {"params": {"topic": LONG}}),
-    ("POST", "/api/practice/check", {"json": {"kind": LONG, "seed": 1, "answer": "1"}}),
-    ("POST", "/api/practice/check", {"json": {"kind": "sizes/d_head", "seed": 1,
-                                              "answer": LONG[:200]}}),
-    ("POST", "/api/practice/check", {"json": {"kind": "sizes/d_head", "seed": 1,
-                                              "answer": LONG}}),
-    ("POST", "/api/trace", {"json": {"preset": LONG}}),
-    ("POST", "/api/trace", {"json": {"tokens": [LONG]}}),
-    ("POST", "/api/trace", {"json": {LONG: 1}}),
-    ("POST", "/api/trace", {"json": {"x": LONG}}),
-    ("POST", "/api/trace", {"content": LONG.encode(), "headers": {"content-type":
-                                                                  "application/json"}}),
-    ("POST", "/api/model/trace", {"json": {"model": LONG, "text": "hi"}}),
-    ("POST", "/api/model/trace", {"json": {"model": "minilm-l6", "text": " " * 400}}),
-    ("POST", "/api/model/trace", {"json": {"model": "minilm-l6", "text": LONG}}),
-    ("GET", f"/api/{LONG}", {}),
-])
+@pytest.mark.parametrize(
+    "method, path, kwargs",
+    [
+        ("GET", f"/api/presets/{LONG[:60]}", {}),
+        ("GET", f"/api/presets/{LONG}", {}),
+        ("GET", "/api/practice", {"params": {"kind": LONG}}),
+        ("GET", "/api/practice", {"params": {"topic": LONG}}),
+        ("POST", "/api/practice/check", {"json": {"kind": LONG, "seed": 1, "answer": "1"}}),
+        (
+            "POST",
+            "/api/practice/check",
+            {"json": {"kind": "sizes/d_head", "seed": 1, "answer": LONG[:200]}},
+        ),
+        (
+            "POST",
+            "/api/practice/check",
+            {"json": {"kind": "sizes/d_head", "seed": 1, "answer": LONG}},
+        ),
+        ("POST", "/api/trace", {"json": {"preset": LONG}}),
+        ("POST", "/api/trace", {"json": {"tokens": [LONG]}}),
+        ("POST", "/api/trace", {"json": {LONG: 1}}),
+        ("POST", "/api/trace", {"json": {"x": LONG}}),
+        (
+            "POST",
+            "/api/trace",
+            {"content": LONG.encode(), "headers": {"content-type": "application/json"}},
+        ),
+        ("POST", "/api/model/trace", {"json": {"model": LONG, "text": "hi"}}),
+        ("POST", "/api/model/trace", {"json": {"model": "minilm-l6", "text": " " * 400}}),
+        ("POST", "/api/model/trace", {"json": {"model": "minilm-l6", "text": LONG}}),
+        ("GET", f"/api/{LONG}", {}),
+    ],
+)
 def test_errors_quote_at_most_200_characters_of_the_input(client, method, path, kwargs):
     r = client.request(method, path, **kwargs)
     assert 400 <= r.status_code < 500 or r.json().get("valid") is False, r.text[:300]
@@ -109,16 +132,18 @@ def api_routes(routes) -> list[APIRoute]:
 
 
 def _get_paths(app) -> list[str]:
-    return [r.path.replace("{name}", "cat-sat") for r in api_routes(app.routes)
-            if "GET" in r.methods]
+    return [
+        r.path.replace("{name}", "cat-sat") for r in api_routes(app.routes) if "GET" in r.methods
+    ]
 
 
 def test_head_is_answered_on_every_get_route(client):
     paths = _get_paths(create_app()) + ["/static/app.js", "/static/style.css"]
     assert {"/", "/api/limits", "/api/presets/cat-sat", "/api/practice"} <= set(paths)
     for path in paths:
-        params = {"/api/practice": {"seed": 3},
-                  "/api/model/taxonomy": {"model": "minilm-l6"}}.get(path, {})
+        params = {"/api/practice": {"seed": 3}, "/api/model/taxonomy": {"model": "minilm-l6"}}.get(
+            path, {}
+        )
         got, head = client.get(path, params=params), client.head(path, params=params)
         assert got.status_code == head.status_code == 200, path
         assert head.content == b"" and got.content, path
@@ -142,14 +167,20 @@ def test_a_slow_model_load_does_not_stall_other_requests(serve, minilm):
         release.wait(timeout=60)
         return minilm
 
-    with serve(create_app(model_pool=ModelPool(slow_loader))) as url, \
-            ThreadPoolExecutor(1) as pool:
-        slow = pool.submit(httpx.post, f"{url}/api/model/trace",
-                           json={"model": "minilm-l6", "text": "hi"}, timeout=120)
+    with serve(create_app(model_pool=ModelPool(slow_loader))) as url, ThreadPoolExecutor(1) as pool:
+        slow = pool.submit(
+            httpx.post,
+            f"{url}/api/model/trace",
+            json={"model": "minilm-l6", "text": "hi"},
+            timeout=120,
+        )
         try:  # while the model request waits in its loader, the others are answered
             assert httpx.get(f"{url}/api/limits", timeout=20).status_code == 200
-            r = httpx.post(f"{url}/api/practice/check", timeout=20,
-                           json={"kind": "sizes/d_head", "seed": 1, "answer": "4"})
+            r = httpx.post(
+                f"{url}/api/practice/check",
+                timeout=20,
+                json={"kind": "sizes/d_head", "seed": 1, "answer": "4"},
+            )
             assert r.status_code == 200 and not slow.done()
         finally:
             release.set()
@@ -168,8 +199,11 @@ def _two_at_once(serve, pool: ModelPool, text: str) -> list:
     """Two concurrent first requests for ``text`` over real HTTP; both answers, equal."""
     with serve(create_app(model_pool=pool)) as url, ThreadPoolExecutor(2) as threads:
         body = {"model": "minilm-l6", "text": text, "grid": False}
-        answers = list(threads.map(lambda _: httpx.post(f"{url}/api/model/trace", json=body,
-                                                         timeout=120), range(2)))
+        answers = list(
+            threads.map(
+                lambda _: httpx.post(f"{url}/api/model/trace", json=body, timeout=120), range(2)
+            )
+        )
     assert [r.status_code for r in answers] == [200, 200]
     assert answers[0].json() == answers[1].json()
     return answers

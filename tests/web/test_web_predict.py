@@ -8,17 +8,22 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from qkv import presets
 from web_reference import multi_head, single_head
 from web_watch import renders, wait_render, watched_page
+
+from qkv import presets
 
 CAT = presets.load("cat-sat")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"  # gitignored
 # the right statement of each multiple-choice concept, in words written for this test
-RIGHT = {"concepts/key": "matched against", "concepts/value": "mixed into the output",
-         "concepts/three": "learned separately", "concepts/scale": "saturate",
-         "concepts/masking": "a decoder", "concepts/symmetric": "symmetric"}
+RIGHT = {
+    "concepts/key": "matched against",
+    "concepts/value": "mixed into the output",
+    "concepts/three": "learned separately",
+    "concepts/scale": "saturate",
+    "concepts/masking": "a decoder",
+    "concepts/symmetric": "symmetric",
+}
 VEILED = ["panel-pipeline", "panel-weights", "panel-z", "panel-formula", "panel-walkthrough"]
 
 
@@ -135,7 +140,9 @@ def test_changing_tau_after_a_reveal_asks_again(page):
     before = renders(page)
     page.fill("#tau", "200")
     page.wait_for_function("(n) => Number(document.body.dataset.renders) > n", arg=before)
-    page.wait_for_function("() => document.querySelector('#panel-predict').dataset.state === 'guess'")
+    page.wait_for_function(
+        "() => document.querySelector('#panel-predict').dataset.state === 'guess'"
+    )
     assert veiled(page) == VEILED
 
 
@@ -144,8 +151,9 @@ def test_practice_panel_wrong_bad_and_choice_answers(page):
     panel = page.locator("#panel-practice")
     page.wait_for_selector("#panel-practice[data-state=asking]")
     page.select_option("#practice-topic", "sizes")
-    page.wait_for_function("() => (document.querySelector('#panel-practice').dataset.kind || '')"
-                           ".startsWith('sizes/')")
+    page.wait_for_function(
+        "() => (document.querySelector('#panel-practice').dataset.kind || '').startsWith('sizes/')"
+    )
     page.fill("#practice-answer", "seventy")
     page.click("#practice-check")
     page.wait_for_selector("#practice-error:not([hidden])")

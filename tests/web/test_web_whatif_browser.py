@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from web_watch import watched_page
 
-pytest.importorskip("transformers", reason="the what-if needs the hf extra (pip install "
-                                           "'qkv[hf]')")
+pytest.importorskip("transformers", reason="the what-if needs the hf extra (pip install 'qkv[hf]')")
 TEXT = "The capital of France is"
 
 
@@ -22,14 +20,16 @@ def page(browser, model_server_url):
 
 def open_model(page, url, model, layer=3, head=4):
     page.goto(f"{url}/?mode=model&model={model}&text={TEXT}&layer={layer}&head={head}")
-    page.wait_for_function("() => Number(document.body.dataset.modelRenders || 0) >= 1",
-                           timeout=120_000)
+    page.wait_for_function(
+        "() => Number(document.body.dataset.modelRenders || 0) >= 1", timeout=120_000
+    )
 
 
 def shown(page, when):
     return page.eval_on_selector_all(
         f'.whatif-column[data-when="{when}"] .bar',
-        "els => els.map(e => [e.dataset.token, Number(e.dataset.p)])")
+        "els => els.map(e => [e.dataset.token, Number(e.dataset.p)])",
+    )
 
 
 def test_a_what_if_shows_compare_before_and_after(page, model_server_url, smollm2):
@@ -43,13 +43,15 @@ def test_a_what_if_shows_compare_before_and_after(page, model_server_url, smollm
     page.select_option("#whatif-kind", "tau")
     page.fill("#whatif-tau", "0.2")
     page.click("#whatif-run")
-    page.wait_for_function("() => Number(document.body.dataset.whatifRuns || 0) >= 1",
-                           timeout=120_000)
+    page.wait_for_function(
+        "() => Number(document.body.dataset.whatifRuns || 0) >= 1", timeout=120_000
+    )
     tok = loading.BundledTokenizer(smollm2)
     inputs = tok(TEXT)
     with torch.no_grad():
-        want = qkv.hf.compare(bundled.from_own(smollm2), inputs, {"3.4": {"tau": 0.2}},
-                              tokenizer=tok, top_k=5)
+        want = qkv.hf.compare(
+            bundled.from_own(smollm2), inputs, {"3.4": {"tau": 0.2}}, tokenizer=tok, top_k=5
+        )
     for when, rows in (("before", want.before), ("after", want.after)):
         got = shown(page, when)
         assert [t for t, _ in got] == [t for t, _ in rows]
@@ -74,12 +76,14 @@ def test_the_overlay_marks_each_head_with_its_taxonomy_score(page, model_server_
     page.wait_for_selector("#grid button.thumb .badge", timeout=120_000)
     want = taxonomy.measure(smollm2)
     got = page.eval_on_selector_all(
-        "#grid button.thumb", "els => els.map(e => [Number(e.dataset.layer), "
-        "Number(e.dataset.head), Number(e.dataset.score)])")
+        "#grid button.thumb",
+        "els => els.map(e => [Number(e.dataset.layer), "
+        "Number(e.dataset.head), Number(e.dataset.score)])",
+    )
     assert len(got) == 30 * 9
     for layer, head, score in got:
         assert score == pytest.approx(want.induction[layer, head], rel=1e-6, abs=1e-9)
-    (layer, head, top), = want.top("induction", 1)
+    ((layer, head, top),) = want.top("induction", 1)
     badge = page.locator(f'#grid button.thumb[data-layer="{layer}"][data-head="{head}"] .badge')
     assert badge.inner_text() == f"{top:.2f}".replace("0.", ".")
     assert "token after that earlier copy" in page.inner_text("#overlay-legend")
@@ -93,7 +97,8 @@ def test_the_what_if_fits_a_phone(browser, model_server_url):
         page.select_option("#whatif-kind", "knockout")
         page.select_option("#whatif-key", "0")
         page.click("#whatif-run")
-        page.wait_for_function("() => Number(document.body.dataset.whatifRuns || 0) >= 1",
-                               timeout=120_000)
+        page.wait_for_function(
+            "() => Number(document.body.dataset.whatifRuns || 0) >= 1", timeout=120_000
+        )
         assert "key 0 knocked out" in page.inner_text("#whatif-summary")
         assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") == 0

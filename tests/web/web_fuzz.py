@@ -14,8 +14,13 @@ def fuzz(schema, mode: GenerationMode, examples: int) -> list[int]:
     statuses = []
 
     @given(case=schema.as_strategy(mode))
-    @settings(max_examples=examples, deadline=None, derandomize=True, database=None,
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
     def check(case):
         response = case.call_and_validate(checks=[not_a_server_error, response_schema_conformance])
         statuses.append(response.status_code)

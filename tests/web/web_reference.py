@@ -28,8 +28,13 @@ def single_head(x, W_Q, W_K, W_V, *, tau=1.0, scaled=True, causal=False):
 
 def multi_head(x, W_Q, W_K, W_V, W_O, b_O, *, tau=1.0, causal=False):
     """weights (H, L, S), z (H, L, d_v), out (L, d_model) with 3-D weights."""
-    ws, zs = zip(*(single_head(x, W_Q[h], W_K[h], W_V[h], tau=tau, causal=causal)
-                   for h in range(W_Q.shape[0])))
+    ws, zs = zip(
+        *(
+            single_head(x, W_Q[h], W_K[h], W_V[h], tau=tau, causal=causal)
+            for h in range(W_Q.shape[0])
+        ),
+        strict=False,
+    )
     w, z = np.stack(ws), np.stack(zs)
     out = np.einsum("hle,hem->lm", z, W_O) + b_O
     return w, z, out

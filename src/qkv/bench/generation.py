@@ -28,20 +28,29 @@ from qkv.bench import hf_llama
 PROMPT_TOKENS = 32
 NEW_TOKENS = 64
 # cut to PROMPT_TOKENS tokens; plain prose, so greedy decoding goes on without an end token
-TEXT = ("The old lighthouse keeper climbed the spiral stairs every evening at dusk, carrying a "
-        "lantern, a notebook and a flask of tea. From the top he could see the whole bay, the "
-        "fishing boats coming home and the lights of the town across the water.")
+TEXT = (
+    "The old lighthouse keeper climbed the spiral stairs every evening at dusk, carrying a "
+    "lantern, a notebook and a flask of tea. From the top he could see the whole bay, the "
+    "fishing boats coming home and the lights of the town across the water."
+)
 QKV_PEERS = ("qkv untraced", "qkv traced")
 HF_PEERS = {"transformers sdpa": {"attn": "sdpa"}, "transformers eager": {"attn": "eager"}}
 # --hf: transformers' generate with qkv's attention, and the eager run that also returns weights
-HF_QKV_PEERS = {"transformers + qkv": {"attn": "qkv"},
-                "transformers + qkv traced": {"attn": "qkv", "traced": True},
-                "transformers eager + output_attentions": {"attn": "eager", "attentions": True}}
+HF_QKV_PEERS = {
+    "transformers + qkv": {"attn": "qkv"},
+    "transformers + qkv traced": {"attn": "qkv", "traced": True},
+    "transformers eager + output_attentions": {"attn": "eager", "attentions": True},
+}
 PEERS = QKV_PEERS + tuple(HF_PEERS) + tuple(HF_QKV_PEERS)
 # (ratio name, numerator peer, denominator peer): tokens/s over tokens/s
-HF_RATIOS = (("hf_qkv_tokens_per_s_over_sdpa", "transformers + qkv", "transformers sdpa"),
-             ("hf_qkv_traced_tokens_per_s_over_eager_attentions", "transformers + qkv traced",
-              "transformers eager + output_attentions"))
+HF_RATIOS = (
+    ("hf_qkv_tokens_per_s_over_sdpa", "transformers + qkv", "transformers sdpa"),
+    (
+        "hf_qkv_traced_tokens_per_s_over_eager_attentions",
+        "transformers + qkv traced",
+        "transformers eager + output_attentions",
+    ),
+)
 
 
 def prompt_ids(model, n: int = PROMPT_TOKENS) -> list[int]:
@@ -63,17 +72,24 @@ def _qkv_run(model, ids, new_tokens: int, traced: bool):
     return out, first, time.perf_counter() - t0
 
 
-def run_model(name: str, *, new_tokens: int = NEW_TOKENS, repeats: int = 3,
-              prompt_tokens: int = PROMPT_TOKENS, hf: bool = False,
-              on_step=lambda: None) -> dict:
+def run_model(
+    name: str,
+    *,
+    new_tokens: int = NEW_TOKENS,
+    repeats: int = 3,
+    prompt_tokens: int = PROMPT_TOKENS,
+    hf: bool = False,
+    on_step=lambda: None,
+) -> dict:
     """Measure every peer on model ``name`` (with ``hf``: the ``HF_QKV_PEERS`` too); return
     the report ``--json`` prints."""
     from qkv import models
 
     model = models.load(name)
     ids = prompt_ids(model, prompt_tokens)
-    runners = {p: (lambda p=p: _qkv_run(model, ids, new_tokens, p == "qkv traced"))
-               for p in QKV_PEERS}
+    runners = {
+        p: (lambda p=p: _qkv_run(model, ids, new_tokens, p == "qkv traced")) for p in QKV_PEERS
+    }
     skipped = {}
     groups = [(HF_PEERS, hf_llama.missing())]
     if hf:
@@ -86,8 +102,9 @@ def run_model(name: str, *, new_tokens: int = NEW_TOKENS, repeats: int = 3,
         if llama is None:
             llama = hf_llama.llama_from(model)
         for p, how in peers.items():
-            runners[p] = lambda how=how, llama=llama: hf_llama.greedy_run(llama, ids, new_tokens,
-                                                                          **how)
+            runners[p] = lambda how=how, llama=llama: hf_llama.greedy_run(
+                llama, ids, new_tokens, **how
+            )
     runs = {p: [] for p in runners}
     for _ in range(1 + repeats):  # the first round warms up (allocations, threads, caches)
         for p, fn in runners.items():
@@ -98,18 +115,28 @@ def run_model(name: str, *, new_tokens: int = NEW_TOKENS, repeats: int = 3,
     for r in rows:
         r["tokens_per_s_vs_untraced"] = r["tokens_per_s"] / base["qkv untraced"]["tokens_per_s"]
     sdpa = base.get("transformers sdpa")
-    ratios = {"traced_time_over_untraced": base["qkv untraced"]["tokens_per_s"]
-              / base["qkv traced"]["tokens_per_s"]}
+    ratios = {
+        "traced_time_over_untraced": base["qkv untraced"]["tokens_per_s"]
+        / base["qkv traced"]["tokens_per_s"]
+    }
     if sdpa is not None:
-        ratios["untraced_tokens_per_s_over_sdpa"] = (base["qkv untraced"]["tokens_per_s"]
-                                                    / sdpa["tokens_per_s"])
+        ratios["untraced_tokens_per_s_over_sdpa"] = (
+            base["qkv untraced"]["tokens_per_s"] / sdpa["tokens_per_s"]
+        )
     for key, top, bottom in HF_RATIOS:
         if top in base and bottom in base:
             ratios[key] = base[top]["tokens_per_s"] / base[bottom]["tokens_per_s"]
-    return {"model": name, "dtype": "float32", "prompt_tokens": len(ids),
-            "new_tokens": new_tokens, "repeats": repeats, "results": rows,
-            "skipped_peers": skipped, "ratios": ratios,
-            "tokens_equal": all(r["tokens_equal_untraced"] == r["tokens"] for r in rows)}
+    return {
+        "model": name,
+        "dtype": "float32",
+        "prompt_tokens": len(ids),
+        "new_tokens": new_tokens,
+        "repeats": repeats,
+        "results": rows,
+        "skipped_peers": skipped,
+        "ratios": ratios,
+        "tokens_equal": all(r["tokens_equal_untraced"] == r["tokens"] for r in rows),
+    }
 
 
 def _row(peer: str, runs, reference_ids) -> dict:
@@ -119,9 +146,15 @@ def _row(peer: str, runs, reference_ids) -> dict:
     total = statistics.median(r[2] for r in runs)
     decode = statistics.median((len(r[0]) - 1) / (r[2] - r[1]) for r in runs if r[2] > r[1])
     same = int(np.sum(np.asarray(ids) == np.asarray(reference_ids)))
-    return {"peer": peer, "prefill_s": first, "decode_tokens_per_s": decode,
-            "total_s": total, "tokens_per_s": len(ids) / total,
-            "tokens_equal_untraced": same, "tokens": len(ids)}
+    return {
+        "peer": peer,
+        "prefill_s": first,
+        "decode_tokens_per_s": decode,
+        "total_s": total,
+        "tokens_per_s": len(ids) / total,
+        "tokens_equal_untraced": same,
+        "tokens": len(ids),
+    }
 
 
 def render_model(report: dict, console) -> None:
@@ -129,31 +162,42 @@ def render_model(report: dict, console) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    console.print(f"[bold]{report['model']}[/], {report['dtype']}, greedy: a "
-                  f"{report['prompt_tokens']}-token prompt, {report['new_tokens']} new tokens, "
-                  f"median of {report['repeats']} runs after a warm-up")
+    console.print(
+        f"[bold]{report['model']}[/], {report['dtype']}, greedy: a "
+        f"{report['prompt_tokens']}-token prompt, {report['new_tokens']} new tokens, "
+        f"median of {report['repeats']} runs after a warm-up"
+    )
     table = Table()
     for col in ("peer", "prefill", "decode tok/s", "tokens/s", "× untraced", "same tokens"):
         table.add_column(col, justify="left" if col == "peer" else "right", no_wrap=True)
     for r in report["results"]:
-        table.add_row(r["peer"], f"{r['prefill_s'] * 1e3:.1f} ms",
-                      f"{r['decode_tokens_per_s']:.1f}", f"{r['tokens_per_s']:.1f}",
-                      f"{r['tokens_per_s_vs_untraced']:.2f}",
-                      f"{r['tokens_equal_untraced']}/{r['tokens']}")
+        table.add_row(
+            r["peer"],
+            f"{r['prefill_s'] * 1e3:.1f} ms",
+            f"{r['decode_tokens_per_s']:.1f}",
+            f"{r['tokens_per_s']:.1f}",
+            f"{r['tokens_per_s_vs_untraced']:.2f}",
+            f"{r['tokens_equal_untraced']}/{r['tokens']}",
+        )
     console.print(table)
     for peer, why in report["skipped_peers"].items():
         console.print(f"[yellow]skipped {peer}[/]: {escape(why)}")  # why holds [extras]
     ratios = report["ratios"]
     if "untraced_tokens_per_s_over_sdpa" in ratios:
-        console.print(f"qkv untraced tokens/s ÷ transformers sdpa tokens/s: "
-                      f"[bold]{ratios['untraced_tokens_per_s_over_sdpa']:.2f}×[/]")
-    console.print(f"qkv traced time ÷ qkv untraced time: "
-                  f"[bold]{ratios['traced_time_over_untraced']:.2f}×[/]")
+        console.print(
+            f"qkv untraced tokens/s ÷ transformers sdpa tokens/s: "
+            f"[bold]{ratios['untraced_tokens_per_s_over_sdpa']:.2f}×[/]"
+        )
+    console.print(
+        f"qkv traced time ÷ qkv untraced time: [bold]{ratios['traced_time_over_untraced']:.2f}×[/]"
+    )
     for key, top, bottom in HF_RATIOS:
         if key in ratios:
             console.print(f"{top} tokens/s ÷ {bottom} tokens/s: [bold]{ratios[key]:.2f}×[/]")
     same = "yes" if report["tokens_equal"] else "[red]no[/]"
     console.print(f"greedy tokens equal across every peer: [bold]{same}[/]")
-    console.print("[dim]prefill: seconds to the first new token · decode tok/s: the other "
-                  "tokens over the time after the first · tokens/s: new tokens over the whole "
-                  "run · same tokens: positions where the ids equal qkv untraced's[/]")
+    console.print(
+        "[dim]prefill: seconds to the first new token · decode tok/s: the other "
+        "tokens over the time after the first · tokens/s: new tokens over the whole "
+        "run · same tokens: positions where the ids equal qkv untraced's[/]"
+    )

@@ -36,34 +36,52 @@ def llama_from(model):
 
     H, G, d = model.n_heads, model.n_kv_heads, model.d_head
     config = LlamaConfig(
-        vocab_size=model.E_token.shape[0], hidden_size=model.d_model,
-        intermediate_size=model.blocks[0].W_gate.shape[1], num_hidden_layers=model.n_layers,
-        num_attention_heads=H, num_key_value_heads=G, head_dim=d, rms_norm_eps=model.eps,
-        rope_theta=float(model.rope_base), max_position_embeddings=model.max_tokens,
-        tie_word_embeddings=True, bos_token_id=None, eos_token_id=model.eos_id,
-        pad_token_id=model.pad_id)
+        vocab_size=model.E_token.shape[0],
+        hidden_size=model.d_model,
+        intermediate_size=model.blocks[0].W_gate.shape[1],
+        num_hidden_layers=model.n_layers,
+        num_attention_heads=H,
+        num_key_value_heads=G,
+        head_dim=d,
+        rms_norm_eps=model.eps,
+        rope_theta=float(model.rope_base),
+        max_position_embeddings=model.max_tokens,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=model.eos_id,
+        pad_token_id=model.pad_id,
+    )
     llama = LlamaForCausalLM(config).to(torch.float32).eval()
 
     def t(a):  # qkv stores (in, out); torch's Linear holds (out, in)
         return torch.from_numpy(np.array(a, dtype=np.float32))  # a writable copy
 
-    state = {"model.embed_tokens.weight": t(model.E_token), "model.norm.weight": t(model.final_norm)}
+    state = {
+        "model.embed_tokens.weight": t(model.E_token),
+        "model.norm.weight": t(model.final_norm),
+    }
     for i, blk in enumerate(model.blocks):
         p = f"model.layers.{i}."
         W_Q, W_K, W_V = np.split(blk.W_QKV, [H * d, (H + G) * d], axis=1)  # (d_model, ·) each
-        state |= {p + "self_attn.q_proj.weight": t(W_Q.T), p + "self_attn.k_proj.weight": t(W_K.T),
-                  p + "self_attn.v_proj.weight": t(W_V.T), p + "self_attn.o_proj.weight": t(blk.W_O.T),
-                  p + "mlp.gate_proj.weight": t(blk.W_gate.T), p + "mlp.up_proj.weight": t(blk.W_up.T),
-                  p + "mlp.down_proj.weight": t(blk.W_down.T),
-                  p + "input_layernorm.weight": t(blk.attn_norm),
-                  p + "post_attention_layernorm.weight": t(blk.mlp_norm)}
+        state |= {
+            p + "self_attn.q_proj.weight": t(W_Q.T),
+            p + "self_attn.k_proj.weight": t(W_K.T),
+            p + "self_attn.v_proj.weight": t(W_V.T),
+            p + "self_attn.o_proj.weight": t(blk.W_O.T),
+            p + "mlp.gate_proj.weight": t(blk.W_gate.T),
+            p + "mlp.up_proj.weight": t(blk.W_up.T),
+            p + "mlp.down_proj.weight": t(blk.W_down.T),
+            p + "input_layernorm.weight": t(blk.attn_norm),
+            p + "post_attention_layernorm.weight": t(blk.mlp_norm),
+        }
     state["lm_head.weight"] = state["model.embed_tokens.weight"]  # tied
     llama.load_state_dict(state, strict=True)
     return llama
 
 
-def greedy_run(llama, ids, new_tokens: int, attn: str, *, traced: bool = False,
-               attentions: bool = False) -> tuple[list[int], float, float]:
+def greedy_run(
+    llama, ids, new_tokens: int, attn: str, *, traced: bool = False, attentions: bool = False
+) -> tuple[list[int], float, float]:
     """transformers' ``generate`` (greedy, no early stop) with attention ``attn`` ("sdpa",
     "eager" or "qkv"): (new ids, seconds to the first new token, seconds in all). ``traced``
     runs it inside ``qkv.hf.trace`` (every layer's steps kept, "qkv" only); ``attentions``
@@ -97,10 +115,17 @@ def greedy_run(llama, ids, new_tokens: int, attn: str, *, traced: bool = False,
     with torch.inference_mode():
         t0 = time.perf_counter()
         with recording:  # a trace is finished (per-sequence traces cut) when the block ends
-            out = llama.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=new_tokens,
-                                 min_new_tokens=new_tokens, do_sample=False, streamer=clock,
-                                 pad_token_id=llama.config.pad_token_id, **extra)
+            out = llama.generate(
+                x,
+                attention_mask=torch.ones_like(x),
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                do_sample=False,
+                streamer=clock,
+                pad_token_id=llama.config.pad_token_id,
+                **extra,
+            )
         total = time.perf_counter() - t0
     out = out.sequences if attentions else out  # (1, L + new_tokens)
     first = clock.calls[1] - t0 if len(clock.calls) > 1 else total
-    return out[0, len(ids):].tolist(), first, total
+    return out[0, len(ids) :].tolist(), first, total

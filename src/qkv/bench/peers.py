@@ -31,8 +31,16 @@ import numpy as np
 import qkv
 from qkv import masks
 
-PEERS = ("qkv auto", "qkv fused", "qkv blocked", "qkv reference", "naive numpy", "torch sdpa", "torch math",
-         "qkv auto·torch")
+PEERS = (
+    "qkv auto",
+    "qkv fused",
+    "qkv blocked",
+    "qkv reference",
+    "naive numpy",
+    "torch sdpa",
+    "torch math",
+    "qkv auto·torch",
+)
 TORCH_PEERS = ("torch sdpa", "torch math", "qkv auto·torch")
 ERROR_ROWS = 64  # query rows per head checked against the float64 reference
 RERUN = 0.05  # seconds: peers faster than this get an untimed run before each timed one
@@ -128,6 +136,7 @@ def make_runner(peer: str, cfg: Config, q, k, v):
         def math_kernel():
             with sdpa_kernel(SDPBackend.MATH):
                 return F.scaled_dot_product_attention(tq, tk, tv, is_causal=is_causal)
+
         return math_kernel
     if peer == "qkv auto·torch":
         return lambda: qkv.attention(tq, tk, tv, causal=causal)
@@ -167,8 +176,15 @@ def max_error(out, cfg: Config, expected) -> float:
     return float(np.abs(out.astype(np.float64) - expected).max())
 
 
-def time_peers(runners: dict, *, min_time: float, min_repeats: int = 3, max_repeats: int = 15,
-               settle: float = 0.25, on_step=lambda: None) -> tuple[dict, dict]:
+def time_peers(
+    runners: dict,
+    *,
+    min_time: float,
+    min_repeats: int = 3,
+    max_repeats: int = 15,
+    settle: float = 0.25,
+    on_step=lambda: None,
+) -> tuple[dict, dict]:
     """(median seconds, one output) per peer. A warm-up round, then timed rounds that run every
     peer once each, so load from elsewhere falls on all peers alike, until the slowest has
     min_time in total. Each run follows a pause of ``settle`` seconds, in which the previous
@@ -229,6 +245,7 @@ def copy_bandwidth(n_bytes: int = 1 << 28, repeats: int = 5) -> float:
 
 # ---- peak extra memory, in a fresh process per configuration ---------------------------------
 
+
 def measure_memory(jobs: list[tuple[Config, list[str]]], timeout: float = 900.0) -> list[dict]:
     """Peak extra resident memory (bytes) of one run of each peer, for each configuration,
     measured in one child process (so this process's caches and warm-ups do not count).
@@ -243,8 +260,14 @@ def measure_memory(jobs: list[tuple[Config, list[str]]], timeout: float = 900.0)
         # a fixed mmap threshold: every large block is mapped on allocation and unmapped on
         # free, so a peer cannot reuse pages an earlier peer left in the heap unseen
         env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                              timeout=timeout, check=True, env=env)
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=True,
+            env=env,
+        )
         return json.loads(done.stdout.strip().splitlines()[-1])
     except (subprocess.SubprocessError, ValueError, IndexError) as e:
         reason = getattr(e, "stderr", None) or str(e)

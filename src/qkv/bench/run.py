@@ -16,20 +16,44 @@ import numpy as np
 from qkv.bench import peers as peers_
 from qkv.bench.peers import have_torch
 
-QUICK = {"T": [256], "heads": 2, "d": 32, "min_time": 0.02, "gemm_n": 1024, "settle": 0.02,
-         "copy_bytes": 1 << 24}
+QUICK = {
+    "T": [256],
+    "heads": 2,
+    "d": 32,
+    "min_time": 0.02,
+    "gemm_n": 1024,
+    "settle": 0.02,
+    "copy_bytes": 1 << 24,
+}
 
 
-def run(configs, chosen, *, min_time, max_memory, memory, gemm_n, settle=0.25,
-        show_progress=True, skipped=None, copy_bytes=1 << 28) -> dict:
+def run(
+    configs,
+    chosen,
+    *,
+    min_time,
+    max_memory,
+    memory,
+    gemm_n,
+    settle=0.25,
+    show_progress=True,
+    skipped=None,
+    copy_bytes=1 << 28,
+) -> dict:
     """Measure every configuration; return the report (as ``--json`` prints it)."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     err = Console(stderr=True)
     steps = 1 + sum(2 * len(chosen) + memory for _ in configs)
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-                        console=err, transient=True, disable=not show_progress)
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not show_progress,
+    )
     results, jobs = [], []
     with progress:
         task = progress.add_task("GEMM peak", total=steps)
@@ -38,22 +62,36 @@ def run(configs, chosen, *, min_time, max_memory, memory, gemm_n, settle=0.25,
         progress.advance(task)
         for cfg in configs:
             progress.update(task, description=cfg.label)
-            entry, ran = _measure(cfg, chosen, peak, copy, min_time, max_memory, settle,
-                                  lambda: progress.advance(task))
+            entry, ran = _measure(
+                cfg,
+                chosen,
+                peak,
+                copy,
+                min_time,
+                max_memory,
+                settle,
+                lambda: progress.advance(task),
+            )
             results.append(entry)
             jobs.append((cfg, ran))
         if memory:
             progress.update(task, description="peak memory (child process)")
-            for entry, (_, ran), mem in zip(results, jobs, peers_.measure_memory(jobs)):
+            for entry, (_, ran), mem in zip(
+                results, jobs, peers_.measure_memory(jobs), strict=False
+            ):
                 for row in entry["results"]:
                     if row["peer"] in ran:
                         row["peak_extra_bytes"] = mem.get(row["peer"])
                 if "error" in mem:
                     entry["memory_error"] = mem["error"]
                 progress.advance(task)
-    return {"machine": machine(), "gemm": {"n": gemm_n, "gflops": peak},
-            "copy": None if copy is None else {"bytes": copy_bytes, "gb_per_s": copy},
-            "skipped_peers": dict(skipped or {}), "configs": results}
+    return {
+        "machine": machine(),
+        "gemm": {"n": gemm_n, "gflops": peak},
+        "copy": None if copy is None else {"bytes": copy_bytes, "gb_per_s": copy},
+        "skipped_peers": dict(skipped or {}),
+        "configs": results,
+    }
 
 
 def _measure(cfg, chosen, peak, copy, min_time, max_memory, settle, step) -> tuple[dict, list]:
@@ -73,9 +111,13 @@ def _measure(cfg, chosen, peak, copy, min_time, max_memory, settle, step) -> tup
     sdpa = times.get("torch sdpa")
     for p, t in times.items():
         gflops = cfg.flops / t / 1e9
-        rows[p].update(median_s=t, gflops=gflops, pct_peak=100 * gflops / peak,
-                       vs_sdpa=None if sdpa is None else sdpa / t,
-                       max_abs_err=peers_.max_error(outputs[p], cfg, expected))
+        rows[p].update(
+            median_s=t,
+            gflops=gflops,
+            pct_peak=100 * gflops / peak,
+            vs_sdpa=None if sdpa is None else sdpa / t,
+            max_abs_err=peers_.max_error(outputs[p], cfg, expected),
+        )
         if cfg.decode:  # memory speed: K and V read once per step, against a plain copy
             gbs = cfg.kv_bytes / t / 1e9
             rows[p].update(kv_gb_per_s=gbs, pct_copy=None if copy is None else 100 * gbs / copy)
@@ -85,15 +127,22 @@ def _measure(cfg, chosen, peak, copy, min_time, max_memory, settle, step) -> tup
 
 def header(machine_: dict) -> list[str]:
     """Lines naming the machine: CPU, BLAS library, the kernel it runs, thread counts."""
-    lines = [f"{machine_['cpu']} · Python {machine_['python']} · NumPy {machine_['numpy']}"
-             + (f" · torch {machine_['torch']} ({machine_['torch_threads']} threads)"
-                if "torch" in machine_ else " · torch not installed")
-             + (f" · numba {machine_['numba']}" if "numba" in machine_ else "")]
+    lines = [
+        f"{machine_['cpu']} · Python {machine_['python']} · NumPy {machine_['numpy']}"
+        + (
+            f" · torch {machine_['torch']} ({machine_['torch_threads']} threads)"
+            if "torch" in machine_
+            else " · torch not installed"
+        )
+        + (f" · numba {machine_['numba']}" if "numba" in machine_ else "")
+    ]
     for lib in machine_.get("blas", []):
         kernel = f", kernel {lib['architecture']}" if lib.get("architecture") else ""
         where = lib["filepath"].rsplit("/", 1)[-1] if lib.get("filepath") else "?"
-        lines.append(f"{lib.get('user_api', 'blas')}: {lib['internal_api']} {lib['version'] or ''}"
-                     f"{kernel}, {lib['num_threads']} threads ({where})")
+        lines.append(
+            f"{lib.get('user_api', 'blas')}: {lib['internal_api']} {lib['version'] or ''}"
+            f"{kernel}, {lib['num_threads']} threads ({where})"
+        )
     pins = {k: v for k, v in machine_.get("env", {}).items() if v is not None}
     if pins:
         lines.append("environment: " + ", ".join(f"{k}={v}" for k, v in pins.items()))
@@ -106,8 +155,10 @@ def render(report: dict, console) -> None:
     console.print("[bold]qkv bench[/] · " + "\n".join(header(report["machine"])))
     line = f"NumPy float32 GEMM peak {gemm['gflops']:.1f} GFLOP/s (matmul {gemm['n']}³)"
     if report.get("copy"):
-        line += (f" · copy bandwidth {report['copy']['gb_per_s']:.1f} GB/s (np.copyto of "
-                 f"{_mib(report['copy']['bytes'])}, read + write)")
+        line += (
+            f" · copy bandwidth {report['copy']['gb_per_s']:.1f} GB/s (np.copyto of "
+            f"{_mib(report['copy']['bytes'])}, read + write)"
+        )
     console.print(line)
     from rich.markup import escape
     from rich.table import Table
@@ -121,27 +172,45 @@ def render(report: dict, console) -> None:
         table.add_row(f"[bold]{entry['config']['label']}[/]")
         for row in entry["results"]:
             if "skipped" in row:
-                table.add_row(row["peer"], "[dim]skipped[/]", *[""] * (len(cols) - 2),
-                              f"[dim]needs {_mib(row['needs_bytes'])}[/]", "")
+                table.add_row(
+                    row["peer"],
+                    "[dim]skipped[/]",
+                    *[""] * (len(cols) - 2),
+                    f"[dim]needs {_mib(row['needs_bytes'])}[/]",
+                    "",
+                )
                 continue
             gb = []
             if decode:
-                gb = ["", ""] if "kv_gb_per_s" not in row else [
-                    f"{row['kv_gb_per_s']:.1f}",
-                    "—" if row["pct_copy"] is None else f"{row['pct_copy']:.0f}%"]
-            table.add_row(row["peer"], _ms(row["median_s"]), f"{row['gflops']:.1f}",
-                          f"{row['pct_peak']:.0f}%",
-                          "—" if row["vs_sdpa"] is None else f"{row['vs_sdpa']:.2f}", *gb,
-                          _mib(row.get("peak_extra_bytes")), f"{row['max_abs_err']:.1e}")
+                gb = (
+                    ["", ""]
+                    if "kv_gb_per_s" not in row
+                    else [
+                        f"{row['kv_gb_per_s']:.1f}",
+                        "—" if row["pct_copy"] is None else f"{row['pct_copy']:.0f}%",
+                    ]
+                )
+            table.add_row(
+                row["peer"],
+                _ms(row["median_s"]),
+                f"{row['gflops']:.1f}",
+                f"{row['pct_peak']:.0f}%",
+                "—" if row["vs_sdpa"] is None else f"{row['vs_sdpa']:.2f}",
+                *gb,
+                _mib(row.get("peak_extra_bytes")),
+                f"{row['max_abs_err']:.1e}",
+            )
         table.add_section()
     console.print(table)
     for peer, why in report.get("skipped_peers", {}).items():
         console.print(f"[yellow]skipped {peer}[/]: {escape(why)}")  # why holds [extras]
-    console.print("[dim]median of repeats after a warm-up · GFLOP/s counts 4·L·T·d per head "
-                  "(half for causal) · × sdpa: torch SDPA's time / this peer's time (above 1 is "
-                  "faster) · K,V GB/s: bytes of K and V (read once per decoding step) / time · "
-                  "peak extra: resident memory above the inputs during one run, "
-                  "measured in a child process · max |err|: against float64[/]")
+    console.print(
+        "[dim]median of repeats after a warm-up · GFLOP/s counts 4·L·T·d per head "
+        "(half for causal) · × sdpa: torch SDPA's time / this peer's time (above 1 is "
+        "faster) · K,V GB/s: bytes of K and V (read once per decoding step) / time · "
+        "peak extra: resident memory above the inputs during one run, "
+        "measured in a child process · max |err|: against float64[/]"
+    )
 
 
 def _ms(seconds: float) -> str:
@@ -158,8 +227,11 @@ def machine() -> dict:
     import os
 
     torch_ok = have_torch()  # imported first, so its OpenMP library is listed below
-    info = {"cpu": platform.processor() or platform.machine(), "python": platform.python_version(),
-            "numpy": np.__version__}
+    info = {
+        "cpu": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+    }
     try:
         with open("/proc/cpuinfo") as f:
             names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
@@ -169,13 +241,31 @@ def machine() -> dict:
     try:
         from threadpoolctl import threadpool_info
 
-        info["blas"] = [{k: lib.get(k) for k in ("user_api", "internal_api", "version",
-                                                  "architecture", "num_threads", "filepath")}
-                        for lib in threadpool_info()]  # BLAS and OpenMP libraries loaded
+        info["blas"] = [
+            {
+                k: lib.get(k)
+                for k in (
+                    "user_api",
+                    "internal_api",
+                    "version",
+                    "architecture",
+                    "num_threads",
+                    "filepath",
+                )
+            }
+            for lib in threadpool_info()
+        ]  # BLAS and OpenMP libraries loaded
     except ImportError:
         pass
-    info["env"] = {k: os.environ.get(k) for k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
-                                                  "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    info["env"] = {
+        k: os.environ.get(k)
+        for k in (
+            "OPENBLAS_CORETYPE",
+            "OPENBLAS_L2_SIZE",
+            "OPENBLAS_NUM_THREADS",
+            "OMP_NUM_THREADS",
+        )
+    }
     if torch_ok:
         import torch
 

@@ -20,9 +20,24 @@ import click
 
 from qkv.cli.errors import CliError
 
-COMMANDS = {name: f"qkv.cli.{name}:{name}" for name in (
-    "explain", "dims", "presets", "softmax", "serve", "heads", "generate", "lab", "quiz",
-    "ring", "bench", "export", "patch")}
+COMMANDS = {
+    name: f"qkv.cli.{name}:{name}"
+    for name in (
+        "explain",
+        "dims",
+        "presets",
+        "softmax",
+        "serve",
+        "heads",
+        "generate",
+        "lab",
+        "quiz",
+        "ring",
+        "bench",
+        "export",
+        "patch",
+    )
+}
 
 
 class LazyGroup(click.Group):
@@ -44,8 +59,10 @@ class LazyGroup(click.Group):
         except ImportError as e:  # an optional extra is not installed
             return _unavailable(name, e)
         if not isinstance(command, click.Command):
-            raise TypeError(f"COMMANDS[{name!r}] must name a click command, got "
-                            f"{type(command).__name__} at {self.lazy[name]}")
+            raise TypeError(
+                f"COMMANDS[{name!r}] must name a click command, got "
+                f"{type(command).__name__} at {self.lazy[name]}"
+            )
         return command
 
     def invoke(self, ctx: click.Context):
@@ -67,7 +84,7 @@ class LazyGroup(click.Group):
 
 
 def os_error_text(error: OSError) -> str:
-    """"cannot open '/no/dir/x.png': No such file or directory" (the path as the user gave it)."""
+    """ "cannot open '/no/dir/x.png': No such file or directory" (the path as the user gave it)."""
     if error.filename is None:
         return str(error.strerror or error)
     return f"cannot open {str(error.filename)!r}: {error.strerror or error}"
@@ -78,9 +95,16 @@ def _root(module: str | None) -> str:
 
 
 # the extra that installs each optional package a command may need
-EXTRAS = {"torch": "torch", "fastapi": "web", "uvicorn": "web", "matplotlib": "plot",
-          "gguf": "models", "safetensors": "models", "tokenizers": "models",
-          "transformers": "hf"}
+EXTRAS = {
+    "torch": "torch",
+    "fastapi": "web",
+    "uvicorn": "web",
+    "matplotlib": "plot",
+    "gguf": "models",
+    "safetensors": "models",
+    "tokenizers": "models",
+    "transformers": "hf",
+}
 
 
 def missing_extra(error: ImportError) -> str:
@@ -93,8 +117,11 @@ def missing_extra(error: ImportError) -> str:
 
 
 def _unavailable(name: str, error: ImportError) -> click.Command:
-    @click.command(name, help=f"(unavailable: {missing_extra(error)})",
-                   context_settings={"ignore_unknown_options": True})
+    @click.command(
+        name,
+        help=f"(unavailable: {missing_extra(error)})",
+        context_settings={"ignore_unknown_options": True},
+    )
     @click.argument("args", nargs=-1, type=click.UNPROCESSED)
     def command(args):
         raise CliError(f"'qkv {name}' {missing_extra(error)}")
@@ -102,8 +129,13 @@ def _unavailable(name: str, error: ImportError) -> click.Command:
     return command
 
 
-@click.group("qkv", cls=LazyGroup, lazy=COMMANDS, invoke_without_command=True,
-             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(
+    "qkv",
+    cls=LazyGroup,
+    lazy=COMMANDS,
+    invoke_without_command=True,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
 @click.version_option(package_name="qkv", prog_name="qkv")
 @click.pass_context
 def main(ctx: click.Context):

@@ -16,46 +16,111 @@ def _sizes(_ctx, _param, value: str) -> list[int]:
     try:
         sizes = [int(t) for t in value.split(",") if t.strip()]
     except ValueError:
-        raise CliError(f"--T: expected comma-separated integers like 1024,4096, got "
-                       f"{value!r}") from None
+        raise CliError(
+            f"--T: expected comma-separated integers like 1024,4096, got {value!r}"
+        ) from None
     if not sizes or min(sizes) < 1:
         raise CliError(f"--T: expected positive sizes, got {value!r}")
     return sizes
 
 
 @click.command(name="bench")
-@click.option("--T", "T", default="1024,4096,16384", callback=_sizes, show_default=True,
-              help="Sequence lengths (cache lengths with --decode), comma-separated.")
+@click.option(
+    "--T",
+    "T",
+    default="1024,4096,16384",
+    callback=_sizes,
+    show_default=True,
+    help="Sequence lengths (cache lengths with --decode), comma-separated.",
+)
 @click.option("--heads", default=12, show_default=True, type=click.IntRange(1))
-@click.option("--d", "d", default=64, show_default=True, type=click.IntRange(1),
-              help="Features per head (d_k = d_v).")
+@click.option(
+    "--d",
+    "d",
+    default=64,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Features per head (d_k = d_v).",
+)
 @click.option("--causal", is_flag=True, help="Also run causal prefill.")
-@click.option("--decode", is_flag=True, help="Also run one-token decode steps against a cache of "
-              "T keys.")
-@click.option("--wide", is_flag=True, help="Also run every kind with q and k drawn 4× wider "
-              "(scores that need the running max).")
+@click.option(
+    "--decode", is_flag=True, help="Also run one-token decode steps against a cache of T keys."
+)
+@click.option(
+    "--wide",
+    is_flag=True,
+    help="Also run every kind with q and k drawn 4× wider (scores that need the running max).",
+)
 @click.option("--skip-full", is_flag=True, help="Leave out full (non-causal) prefill.")
-@click.option("--quick", is_flag=True, help="Tiny sizes, every kind, short timings (a smoke "
-              "test that takes seconds).")
-@click.option("--peers", "peer_list", default=",".join(PEERS), show_default=True,
-              help="Which peers to run, comma-separated.")
-@click.option("--min-time", default=1.0, show_default=True, type=click.FloatRange(0),
-              help="Seconds of repeats per peer per configuration (at least 3 repeats).")
-@click.option("--max-memory", default=6.0, show_default=True, type=click.FloatRange(0),
-              help="GiB: peers whose score matrices would need more are skipped.")
-@click.option("--gemm-size", default=4096, show_default=True, type=click.IntRange(1),
-              help="n for the n³ float32 matmul that sets the GEMM peak.")
+@click.option(
+    "--quick",
+    is_flag=True,
+    help="Tiny sizes, every kind, short timings (a smoke test that takes seconds).",
+)
+@click.option(
+    "--peers",
+    "peer_list",
+    default=",".join(PEERS),
+    show_default=True,
+    help="Which peers to run, comma-separated.",
+)
+@click.option(
+    "--min-time",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="Seconds of repeats per peer per configuration (at least 3 repeats).",
+)
+@click.option(
+    "--max-memory",
+    default=6.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="GiB: peers whose score matrices would need more are skipped.",
+)
+@click.option(
+    "--gemm-size",
+    default=4096,
+    show_default=True,
+    type=click.IntRange(1),
+    help="n for the n³ float32 matmul that sets the GEMM peak.",
+)
 @click.option("--no-memory", is_flag=True, help="Skip the child-process memory measurement.")
-@click.option("--model", "model_name", default=None, type=click.Choice(["smollm2-135m"]),
-              help="Instead: a real model's greedy generation (32-token prompt, 64 new tokens, "
-              "float32), qkv traced and untraced against transformers' generate (sdpa, eager) "
-              "on the same weights.")
-@click.option("--hf", is_flag=True, help="With --model: also transformers' generate with "
-              "attn_implementation=\"qkv\" (untraced and inside qkv.hf.trace) and eager with "
-              "output_attentions=True, on the same weights.")
+@click.option(
+    "--model",
+    "model_name",
+    default=None,
+    type=click.Choice(["smollm2-135m"]),
+    help="Instead: a real model's greedy generation (32-token prompt, 64 new tokens, "
+    "float32), qkv traced and untraced against transformers' generate (sdpa, eager) "
+    "on the same weights.",
+)
+@click.option(
+    "--hf",
+    is_flag=True,
+    help="With --model: also transformers' generate with "
+    'attn_implementation="qkv" (untraced and inside qkv.hf.trace) and eager with '
+    "output_attentions=True, on the same weights.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def bench(T, heads, d, causal, decode, wide, skip_full, quick, peer_list, min_time, max_memory,
-          gemm_size, no_memory, model_name, hf, as_json):
+def bench(
+    T,
+    heads,
+    d,
+    causal,
+    decode,
+    wide,
+    skip_full,
+    quick,
+    peer_list,
+    min_time,
+    max_memory,
+    gemm_size,
+    no_memory,
+    model_name,
+    hf,
+    as_json,
+):
     """Time exact attention: qkv's kernels and reference, naive NumPy, torch SDPA and math.
 
     \b
@@ -76,7 +141,8 @@ def bench(T, heads, d, causal, decode, wide, skip_full, quick, peer_list, min_ti
     gemm_n, settle, copy_bytes = gemm_size, 0.25, 1 << 28
     if quick:
         T, heads, d, min_time, gemm_n, settle, copy_bytes = (
-            QUICK[k] for k in ("T", "heads", "d", "min_time", "gemm_n", "settle", "copy_bytes"))
+            QUICK[k] for k in ("T", "heads", "d", "min_time", "gemm_n", "settle", "copy_bytes")
+        )
         causal = decode = True
     kinds = [(False, False)] * (not skip_full) + [(True, False)] * causal + [(False, True)] * decode
     if not kinds:
@@ -89,9 +155,18 @@ def bench(T, heads, d, causal, decode, wide, skip_full, quick, peer_list, min_ti
         raise CliError(f"--peers: unknown peers {unknown}; expected some of {list(PEERS)}")
     skipped = unavailable(chosen)
     chosen = [p for p in chosen if p not in skipped]
-    report = run(configs, chosen, min_time=min_time, max_memory=max_memory * 2**30,
-                 memory=not no_memory, gemm_n=gemm_n, settle=settle, show_progress=not as_json,
-                 skipped=skipped, copy_bytes=copy_bytes)
+    report = run(
+        configs,
+        chosen,
+        min_time=min_time,
+        max_memory=max_memory * 2**30,
+        memory=not no_memory,
+        gemm_n=gemm_n,
+        settle=settle,
+        show_progress=not as_json,
+        skipped=skipped,
+        copy_bytes=copy_bytes,
+    )
     _show(report, render, as_json)
 
 
@@ -106,8 +181,14 @@ def _model(name: str, quick: bool, hf: bool, as_json: bool) -> None:
     except ModelNotInstalled as e:
         raise CliError(str(e)) from None
     report = {"machine": machine(), **report}
-    _show(report, lambda r, console: (console.print("[bold]qkv bench --model[/] · " + "\n".join(
-        header(r["machine"]))), generation.render_model(r, console)), as_json)
+    _show(
+        report,
+        lambda r, console: (
+            console.print("[bold]qkv bench --model[/] · " + "\n".join(header(r["machine"]))),
+            generation.render_model(r, console),
+        ),
+        as_json,
+    )
 
 
 def _show(report: dict, draw, as_json: bool) -> None:

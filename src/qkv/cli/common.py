@@ -31,10 +31,16 @@ def format_option(*, json_ok: bool = True):
     """The --format option every command shares."""
     choices = FORMATS if json_ok else FORMATS[:-1]
     return click.option(
-        "--format", "fmt", type=click.Choice(choices), default="rich", show_default=True,
+        "--format",
+        "fmt",
+        type=click.Choice(choices),
+        default="rich",
+        show_default=True,
         help="rich: tables for the terminal (no colour codes when piped); plain: text; "
-             "markdown: for docs" + ("; json: machine-readable." if json_ok else ".")
-             + "  Example: --format markdown")
+        "markdown: for docs"
+        + ("; json: machine-readable." if json_ok else ".")
+        + "  Example: --format markdown",
+    )
 
 
 def echo_sections(sections, fmt: str) -> None:
@@ -52,8 +58,10 @@ def echo_sections(sections, fmt: str) -> None:
 
         stream = sys.stdout  # read at call time: click's test runner swaps it
         tty = stream.isatty()
-        render_rich(sections, Console(file=stream, highlight=False,
-                                      width=None if tty else 160, force_terminal=tty))
+        render_rich(
+            sections,
+            Console(file=stream, highlight=False, width=None if tty else 160, force_terminal=tty),
+        )
 
 
 def positive_float(name: str, value: float) -> float:

@@ -15,18 +15,33 @@ from qkv.explain.dims import MODELS, AttentionDims, model, sections
 @click.command(short_help="Sizes, parameters, FLOPs and memory of a configuration.")
 @click.option("--d-model", type=int, metavar="N", help="Width of x.  Example: --d-model 768")
 @click.option("--n-heads", type=int, metavar="H", help="Query heads.  Example: --n-heads 12")
-@click.option("--n-kv-heads", type=int, metavar="G",
-              help="K/V heads, fewer than H for grouped-query attention (default: H).  "
-                   "Example: --n-kv-heads 3")
-@click.option("--context", type=int, metavar="T",
-              help="Tokens attended over (default 1024, or the model's own).  "
-                   "Example: --context 4096")
-@click.option("--layers", type=int, metavar="N",
-              help="Attention layers (default 1, or the model's own).  Example: --layers 12")
+@click.option(
+    "--n-kv-heads",
+    type=int,
+    metavar="G",
+    help="K/V heads, fewer than H for grouped-query attention (default: H).  "
+    "Example: --n-kv-heads 3",
+)
+@click.option(
+    "--context",
+    type=int,
+    metavar="T",
+    help="Tokens attended over (default 1024, or the model's own).  Example: --context 4096",
+)
+@click.option(
+    "--layers",
+    type=int,
+    metavar="N",
+    help="Attention layers (default 1, or the model's own).  Example: --layers 12",
+)
 @click.option("--bias", is_flag=True, help="Count biases on Q, K, V and W_O (GPT-2 style).")
-@click.option("--model", "model_name", metavar="NAME",
-              help=f"A known configuration instead of the sizes: {', '.join(MODELS)}.  "
-                   "Example: --model smollm2-135m")
+@click.option(
+    "--model",
+    "model_name",
+    metavar="NAME",
+    help=f"A known configuration instead of the sizes: {', '.join(MODELS)}.  "
+    "Example: --model smollm2-135m",
+)
 @format_option()
 def dims(d_model, n_heads, n_kv_heads, context, layers, bias, model_name, fmt):
     """Sizes, parameters, FLOPs and memory of one attention configuration.
@@ -56,15 +71,22 @@ def dims(d_model, n_heads, n_kv_heads, context, layers, bias, model_name, fmt):
 def _config(d_model, n_heads, n_kv_heads, context, layers, bias, model_name) -> AttentionDims:
     overrides = {k: v for k, v in (("context", context), ("layers", layers)) if v is not None}
     if model_name is not None:
-        given = [f"--{n}" for n, v in (("d-model", d_model), ("n-heads", n_heads),
-                                        ("n-kv-heads", n_kv_heads)) if v is not None]
+        given = [
+            f"--{n}"
+            for n, v in (("d-model", d_model), ("n-heads", n_heads), ("n-kv-heads", n_kv_heads))
+            if v is not None
+        ]
         if given or bias:
-            raise ValueError(f"--model {model_name} sets the sizes itself; drop "
-                             f"{', '.join(given + (['--bias'] if bias else []))} (only --context "
-                             "and --layers may be changed)")
+            raise ValueError(
+                f"--model {model_name} sets the sizes itself; drop "
+                f"{', '.join(given + (['--bias'] if bias else []))} (only --context "
+                "and --layers may be changed)"
+            )
         return dataclasses.replace(model(model_name), **overrides)
     if d_model is None or n_heads is None:
         missing = [n for n, v in (("--d-model", d_model), ("--n-heads", n_heads)) if v is None]
-        raise ValueError(f"give --d-model and --n-heads, or --model NAME (one of "
-                         f"{list(MODELS)}); missing {' and '.join(missing)}")
+        raise ValueError(
+            f"give --d-model and --n-heads, or --model NAME (one of "
+            f"{list(MODELS)}); missing {' and '.join(missing)}"
+        )
     return AttentionDims(d_model, n_heads, n_kv_heads, qkv_bias=bias, out_bias=bias, **overrides)

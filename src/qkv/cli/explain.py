@@ -6,10 +6,16 @@ import math
 
 import click
 
-from qkv.explain import scenes
-from qkv.cli.common import (FilePath, echo_sections, format_option, local_model_or_error,
-                             model_or_error, positive_float)
+from qkv.cli.common import (
+    FilePath,
+    echo_sections,
+    format_option,
+    local_model_or_error,
+    model_or_error,
+    positive_float,
+)
 from qkv.cli.errors import CliError
+from qkv.explain import scenes
 
 
 def _token(text: str | None):
@@ -27,55 +33,124 @@ def _labelled(tokens, select: str | None) -> int | None:
 
 
 @click.command()
-@click.option("--preset", default=scenes.DEFAULT, show_default=True, metavar="NAME",
-              help=f"Scene to explain: {', '.join(scenes.names())}.  "
-                   "Example: --preset bank")
-@click.option("--select", metavar="TOKEN|TOKEN@POS|INDEX",
-              help="The query token, by text, by the row label of a repeated token "
-                   "(token@position), or by position (default: the scene's own choice).  "
-                   "Example: --select cat  or  --select the@4  or  --select 1")
-@click.option("--temperature", "-t", type=float, default=1.0, show_default=True, metavar="T",
-              help="τ > 0 divides the scaled scores; < 1 sharpens, > 1 flattens.  "
-                   "Example: -t 0.5")
-@click.option("--no-scale", is_flag=True,
-              help="Skip the ÷√d_k (the unscaled worked example).  "
-                   "Example: --preset two-token --no-scale")
-@click.option("--causal", is_flag=True,
-              help="Hide the keys after each query (a decoder's causal mask).")
-@click.option("--softcap", type=float, metavar="CAP",
-              help="Soft-cap the scores to CAP·tanh(s/CAP), as Gemma 2 does (step 'capped').  "
-                   "Example: --softcap 1")
-@click.option("--sink", type=float, metavar="LOGIT",
-              help="Add a sink logit to each row's softmax, as GPT-OSS does: it takes weight and "
-                   "gives no value (step 'sink').  Example: --sink 0")
-@click.option("--alibi", type=float, metavar="SLOPE",
-              help="Add ALiBi's bias −SLOPE·distance between query and key positions, as BLOOM "
-                   "and MPT do (step 'biased').  Example: --alibi 0.5")
-@click.option("--head", type=int, metavar="H",
-              help="Which head to walk through in a multi-head scene (from 0).  "
-                   "Example: --preset two-heads --head 1")
+@click.option(
+    "--preset",
+    default=scenes.DEFAULT,
+    show_default=True,
+    metavar="NAME",
+    help=f"Scene to explain: {', '.join(scenes.names())}.  Example: --preset bank",
+)
+@click.option(
+    "--select",
+    metavar="TOKEN|TOKEN@POS|INDEX",
+    help="The query token, by text, by the row label of a repeated token "
+    "(token@position), or by position (default: the scene's own choice).  "
+    "Example: --select cat  or  --select the@4  or  --select 1",
+)
+@click.option(
+    "--temperature",
+    "-t",
+    type=float,
+    default=1.0,
+    show_default=True,
+    metavar="T",
+    help="τ > 0 divides the scaled scores; < 1 sharpens, > 1 flattens.  Example: -t 0.5",
+)
+@click.option(
+    "--no-scale",
+    is_flag=True,
+    help="Skip the ÷√d_k (the unscaled worked example).  Example: --preset two-token --no-scale",
+)
+@click.option(
+    "--causal", is_flag=True, help="Hide the keys after each query (a decoder's causal mask)."
+)
+@click.option(
+    "--softcap",
+    type=float,
+    metavar="CAP",
+    help="Soft-cap the scores to CAP·tanh(s/CAP), as Gemma 2 does (step 'capped').  "
+    "Example: --softcap 1",
+)
+@click.option(
+    "--sink",
+    type=float,
+    metavar="LOGIT",
+    help="Add a sink logit to each row's softmax, as GPT-OSS does: it takes weight and "
+    "gives no value (step 'sink').  Example: --sink 0",
+)
+@click.option(
+    "--alibi",
+    type=float,
+    metavar="SLOPE",
+    help="Add ALiBi's bias −SLOPE·distance between query and key positions, as BLOOM "
+    "and MPT do (step 'biased').  Example: --alibi 0.5",
+)
+@click.option(
+    "--head",
+    type=int,
+    metavar="H",
+    help="Which head to walk through in a multi-head scene (from 0).  "
+    "Example: --preset two-heads --head 1",
+)
 @format_option()
-@click.option("--png", type=FilePath(), metavar="FILE",
-              help="Also write a heatmap of the weights (queries × keys, masked cells marked, "
-                   "the selected row outlined); needs matplotlib.  Example: --png weights.png")
-@click.option("--model", "model_name", metavar="NAME",
-              help="A real pretrained model instead of a preset (minilm-l6, smollm2-135m, a "
-                   "local transformers directory, or a hub id owner/name: the local Hugging "
-                   "Face cache, else downloaded); use with --text, --layer and --head.  "
-                   "Example: --model smollm2-135m --text 'The cat sat on the mat' --layer 3 "
-                   "--head 2")
-@click.option("--allow-pickle", is_flag=True,
-              help="Let --model DIR load pickle .bin weights (they can run code) when it has "
-                   "no .safetensors.")
-@click.option("--checkpoint", type=FilePath(), metavar="FILE",
-              help="A Mini-GPT checkpoint from 'qkv lab train' instead of a preset; use with "
-                   "--text, --layer and --head.  Example: --checkpoint minigpt.npz --text "
-                   "'the key to the cabinets ___' --layer 1 --head 0")
+@click.option(
+    "--png",
+    type=FilePath(),
+    metavar="FILE",
+    help="Also write a heatmap of the weights (queries × keys, masked cells marked, "
+    "the selected row outlined); needs matplotlib.  Example: --png weights.png",
+)
+@click.option(
+    "--model",
+    "model_name",
+    metavar="NAME",
+    help="A real pretrained model instead of a preset (minilm-l6, smollm2-135m, a "
+    "local transformers directory, or a hub id owner/name: the local Hugging "
+    "Face cache, else downloaded); use with --text, --layer and --head.  "
+    "Example: --model smollm2-135m --text 'The cat sat on the mat' --layer 3 "
+    "--head 2",
+)
+@click.option(
+    "--allow-pickle",
+    is_flag=True,
+    help="Let --model DIR load pickle .bin weights (they can run code) when it has "
+    "no .safetensors.",
+)
+@click.option(
+    "--checkpoint",
+    type=FilePath(),
+    metavar="FILE",
+    help="A Mini-GPT checkpoint from 'qkv lab train' instead of a preset; use with "
+    "--text, --layer and --head.  Example: --checkpoint minigpt.npz --text "
+    "'the key to the cabinets ___' --layer 1 --head 0",
+)
 @click.option("--text", metavar="TEXT", help="The sentence to run through --model or --checkpoint.")
-@click.option("--layer", type=int, default=0, show_default=True, metavar="L",
-              help="Which layer of --model or --checkpoint to explain (from 0).")
-def explain(preset, select, temperature, no_scale, causal, softcap, sink, alibi, head, fmt, png,
-            model_name, allow_pickle, checkpoint, text, layer):
+@click.option(
+    "--layer",
+    type=int,
+    default=0,
+    show_default=True,
+    metavar="L",
+    help="Which layer of --model or --checkpoint to explain (from 0).",
+)
+def explain(
+    preset,
+    select,
+    temperature,
+    no_scale,
+    causal,
+    softcap,
+    sink,
+    alibi,
+    head,
+    fmt,
+    png,
+    model_name,
+    allow_pickle,
+    checkpoint,
+    text,
+    layer,
+):
     """Walk through attention for one query token of a built-in scene.
 
     Prints the input vectors X, the query, keys and values, every score q·k (one written out
@@ -98,18 +173,23 @@ def explain(preset, select, temperature, no_scale, causal, softcap, sink, alibi,
     positive_float("--temperature", temperature)
     extra = _extra_steps(softcap, sink, alibi)
     if extra and (model_name is not None or checkpoint or text):
-        raise CliError("--softcap, --sink and --alibi apply to presets; a real model or a "
-                       "checkpoint runs with the steps it was trained with")
+        raise CliError(
+            "--softcap, --sink and --alibi apply to presets; a real model or a "
+            "checkpoint runs with the steps it was trained with"
+        )
     if model_name is not None:
         if checkpoint:
             raise CliError("give --model or --checkpoint, not both")
         if temperature != 1.0 or no_scale or causal:
-            raise CliError("--temperature, --no-scale and --causal apply to presets and "
-                           "checkpoints; a real model runs with its own scale, τ = 1 and mask")
+            raise CliError(
+                "--temperature, --no-scale and --causal apply to presets and "
+                "checkpoints; a real model runs with its own scale, τ = 1 and mask"
+            )
         return _explain_model(model_name, text, layer, select, head, fmt, png, allow_pickle)
     if checkpoint or text:
-        return _explain_checkpoint(checkpoint, text, layer, select, temperature, no_scale, head,
-                                   fmt, png)
+        return _explain_checkpoint(
+            checkpoint, text, layer, select, temperature, no_scale, head, fmt, png
+        )
     try:
         scene = scenes.load(preset)
         i = _labelled(scene.tokens, select)
@@ -121,14 +201,18 @@ def explain(preset, select, temperature, no_scale, causal, softcap, sink, alibi,
     if head is not None:
         valid = range(n_heads or 1)
         if head not in valid:
-            where = (f"scene {preset!r} has {n_heads} heads" if n_heads else
-                     f"scene {preset!r} has a single head")
+            where = (
+                f"scene {preset!r} has {n_heads} heads"
+                if n_heads
+                else f"scene {preset!r} has a single head"
+            )
             raise CliError(f"--head must be one of {list(valid)}: {where}, got {head}")
         if not n_heads:
             head = None
     try:
-        trace = scene.trace(temperature=temperature, scaled=False if no_scale else None,
-                            causal=causal, **extra)
+        trace = scene.trace(
+            temperature=temperature, scaled=False if no_scale else None, causal=causal, **extra
+        )
     except ValueError as e:
         raise CliError(str(e)) from None
 
@@ -137,14 +221,17 @@ def explain(preset, select, temperature, no_scale, causal, softcap, sink, alibi,
     if fmt == "json":
         click.echo(trace.to_json())
         return
-    from qkv.explain.walkthrough import labels, walkthrough
     from qkv.explain.format import Section
+    from qkv.explain.walkthrough import labels, walkthrough
 
     weights = {"W_Q": scene.W_Q, "W_K": scene.W_K, "W_V": scene.W_V}
-    settings = [f"query: {labels(scene.tokens, len(scene.tokens))[i]} (position {i})",
-                f"τ = {temperature:g}", "scaled by 1/√d_k" if not (no_scale or not scene.scaled)
-                else "no scaling", "causal mask" if causal else "no mask",
-                *(f"{name} {value:g}" for name, value in extra.items())]
+    settings = [
+        f"query: {labels(scene.tokens, len(scene.tokens))[i]} (position {i})",
+        f"τ = {temperature:g}",
+        "scaled by 1/√d_k" if not (no_scale or not scene.scaled) else "no scaling",
+        "causal mask" if causal else "no mask",
+        *(f"{name} {value:g}" for name, value in extra.items()),
+    ]
     intro = Section(f"{scene.name}: {scene.title}", (scene.lesson, " · ".join(settings)))
     echo_sections([intro, *walkthrough(trace, i, head=head, weights=weights)], fmt)
 
@@ -178,24 +265,33 @@ def _write_png(trace, path, i, head, name):
 def _explain_checkpoint(checkpoint, text, layer, select, temperature, no_scale, head, fmt, png):
     """The same walkthrough for one layer and head of a trained Mini-GPT on a sentence."""
     if not text:
-        raise CliError("--checkpoint needs --text, e.g. --checkpoint minigpt.npz --text "
-                       "'the key to the cabinets ___'")
+        raise CliError(
+            "--checkpoint needs --text, e.g. --checkpoint minigpt.npz --text "
+            "'the key to the cabinets ___'"
+        )
     if not checkpoint:
-        raise CliError("--text needs --model NAME (minilm-l6, smollm2-135m) or --checkpoint "
-                       "FILE")
+        raise CliError("--text needs --model NAME (minilm-l6, smollm2-135m) or --checkpoint FILE")
     from qkv.lab.report import trace_text
 
     try:
-        trace = trace_text(checkpoint, text, layer, scale=1.0 if no_scale else None,
-                           temperature=temperature)
+        trace = trace_text(
+            checkpoint, text, layer, scale=1.0 if no_scale else None, temperature=temperature
+        )
     except FileNotFoundError:
-        raise CliError(f"no checkpoint at {checkpoint}; make one with 'qkv lab train --out "
-                       f"{checkpoint}'") from None
+        raise CliError(
+            f"no checkpoint at {checkpoint}; make one with 'qkv lab train --out {checkpoint}'"
+        ) from None
     except ValueError as e:
         raise CliError(str(e)) from None
-    _explain_trace(trace, select, head, fmt, png,
-                   title=f"Mini-GPT {checkpoint}: layer {layer}",
-                   about=f"τ = {temperature:g} · causal mask")
+    _explain_trace(
+        trace,
+        select,
+        head,
+        fmt,
+        png,
+        title=f"Mini-GPT {checkpoint}: layer {layer}",
+        about=f"τ = {temperature:g} · causal mask",
+    )
 
 
 def _explain_model(name, text, layer, select, head, fmt, png, allow_pickle=False):
@@ -203,28 +299,40 @@ def _explain_model(name, text, layer, select, head, fmt, png, allow_pickle=False
     from qkv import models
 
     if text is None:
-        raise CliError("--model needs --text, e.g. --model smollm2-135m --text 'The cat sat "
-                       "on the mat'")
+        raise CliError(
+            "--model needs --text, e.g. --model smollm2-135m --text 'The cat sat on the mat'"
+        )
     bundled = name in models.NAMES
-    model = model_or_error(name) if bundled else local_model_or_error(name,
-                                                                      allow_pickle=allow_pickle)
+    model = (
+        model_or_error(name) if bundled else local_model_or_error(name, allow_pickle=allow_pickle)
+    )
     if not 0 <= layer < model.n_layers:
         raise CliError(f"--layer must be in [0, {model.n_layers}) for {model.name}, got {layer}")
     try:
         model.encode(text, limit=models.MAX_TRACE_TOKENS)
-        trace = (models.layer_trace(name, text, layer=layer, model=model) if bundled
-                 else model.trace(text).layer(layer))  # a local directory: traced via qkv.hf
+        trace = (
+            models.layer_trace(name, text, layer=layer, model=model)
+            if bundled
+            else model.trace(text).layer(layer)
+        )  # a local directory: traced via qkv.hf
     except ValueError as e:
         raise CliError(f"--text: {e}") from None
-    _explain_trace(trace, select, head, fmt, png, title=f"{model.name}: layer {layer}",
-                   about=MODEL_NOTES.get(name, ""))
+    _explain_trace(
+        trace,
+        select,
+        head,
+        fmt,
+        png,
+        title=f"{model.name}: layer {layer}",
+        about=MODEL_NOTES.get(name, ""),
+    )
 
 
 MODEL_NOTES = {
     "minilm-l6": "x is the layer's input (after LayerNorm); q, k, v add biases (q = x·W_Q + "
-                 "b_Q); no mask: every token sees the whole sentence",
+    "b_Q); no mask: every token sees the whole sentence",
     "smollm2-135m": "x is the layer's input after RMSNorm; q and k are rotated by RoPE; "
-                    "9 query heads share 3 K/V heads (head h reads K/V head h // 3); causal mask",
+    "9 query heads share 3 K/V heads (head h reads K/V head h // 3); causal mask",
 }
 
 
@@ -252,8 +360,12 @@ def _explain_trace(trace, select, head, fmt, png, *, title: str, about: str):
     from qkv.explain.format import Section
     from qkv.explain.walkthrough import labels, visible, walkthrough
 
-    intro = Section(f"{title}, head {head}",
-                    (f"{len(tokens)} tokens: " + " ".join(visible(t) for t in tokens),
-                     f"query: {labels(tokens, len(tokens))[i]} (position {i})"
-                     + (f" · {about}" if about else "")))
+    intro = Section(
+        f"{title}, head {head}",
+        (
+            f"{len(tokens)} tokens: " + " ".join(visible(t) for t in tokens),
+            f"query: {labels(tokens, len(tokens))[i]} (position {i})"
+            + (f" · {about}" if about else ""),
+        ),
+    )
     echo_sections([intro, *walkthrough(trace, i, head=head)], fmt)

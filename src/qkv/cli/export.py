@@ -12,20 +12,43 @@ from qkv.explain import scenes
 
 
 @click.command()
-@click.option("--preset", default=None, type=click.Choice(scenes.names()),
-              help="a built-in scene (qkv presets lists them); the default scene without --model")
-@click.option("--model", "model_name", default=None, type=click.Choice(models.names()),
-              help="a pretrained model to run --text through instead of a scene")
+@click.option(
+    "--preset",
+    default=None,
+    type=click.Choice(scenes.names()),
+    help="a built-in scene (qkv presets lists them); the default scene without --model",
+)
+@click.option(
+    "--model",
+    "model_name",
+    default=None,
+    type=click.Choice(models.names()),
+    help="a pretrained model to run --text through instead of a scene",
+)
 @click.option("--text", default=None, help="the sentence for --model")
-@click.option("--select", default=None,
-              help="the query token the file opens on (text or index; default: the scene's, or "
-                   "the last token)")
-@click.option("--temperature", "temperatures", type=float, multiple=True,
-              help="a τ to precompute (repeat for several; default: 1). Only these are offered.")
-@click.option("--layer", "layers", type=int, multiple=True,
-              help="with --model: a layer to include (repeat; default: every layer)")
-@click.option("-o", "--output", required=True, type=FilePath(writable=True),
-              help="the HTML file to write")
+@click.option(
+    "--select",
+    default=None,
+    help="the query token the file opens on (text or index; default: the scene's, or "
+    "the last token)",
+)
+@click.option(
+    "--temperature",
+    "temperatures",
+    type=float,
+    multiple=True,
+    help="a τ to precompute (repeat for several; default: 1). Only these are offered.",
+)
+@click.option(
+    "--layer",
+    "layers",
+    type=int,
+    multiple=True,
+    help="with --model: a layer to include (repeat; default: every layer)",
+)
+@click.option(
+    "-o", "--output", required=True, type=FilePath(writable=True), help="the HTML file to write"
+)
 def export(preset, model_name, text, select, temperatures, layers, output):
     """Write the interactive panels as one self-contained HTML file.
 

@@ -11,19 +11,39 @@ from qkv.cli.errors import CliError
 
 
 @click.command()
-@click.option("--model", "model_name", default="smollm2-135m", show_default=True,
-              type=click.Choice(["smollm2-135m"]), help="a causal language model")
+@click.option(
+    "--model",
+    "model_name",
+    default="smollm2-135m",
+    show_default=True,
+    type=click.Choice(["smollm2-135m"]),
+    help="a causal language model",
+)
 @click.argument("text", required=False, metavar="[PROMPT]")
-@click.option("--prompt", metavar="TEXT", help="what the model continues (or give it as the "
-                                               "argument PROMPT)")
+@click.option(
+    "--prompt", metavar="TEXT", help="what the model continues (or give it as the argument PROMPT)"
+)
 @click.option("--max-new-tokens", default=48, show_default=True, type=click.IntRange(1, 4096))
-@click.option("--temperature", default=0.0, show_default=True, type=click.FloatRange(min=0),
-              help="0 = greedy; higher samples more freely")
-@click.option("--top-k", default=None, type=click.IntRange(min=1),
-              help="sample only among the k most likely tokens")
+@click.option(
+    "--temperature",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(min=0),
+    help="0 = greedy; higher samples more freely",
+)
+@click.option(
+    "--top-k",
+    default=None,
+    type=click.IntRange(min=1),
+    help="sample only among the k most likely tokens",
+)
 @click.option("--seed", default=None, type=SEED, help="seed for sampling")
-@click.option("--chat/--raw", default=True, show_default=True,
-              help="wrap the prompt in the model's chat template, or continue it as raw text")
+@click.option(
+    "--chat/--raw",
+    default=True,
+    show_default=True,
+    help="wrap the prompt in the model's chat template, or continue it as raw text",
+)
 def generate(text, model_name, prompt, max_new_tokens, temperature, top_k, seed, chat):
     """Stream the model's continuation of PROMPT, token by token (qkv's attention, KV cache).
 
@@ -37,16 +57,20 @@ def generate(text, model_name, prompt, max_new_tokens, temperature, top_k, seed,
       qkv generate --prompt "Once upon a time" --raw --temperature 0.8 --top-k 40 --seed 1
     """
     if text is None and prompt is None:
-        raise CliError("give a prompt, e.g. qkv generate \"The capital of France is\" (or "
-                       "--prompt TEXT)")
+        raise CliError(
+            'give a prompt, e.g. qkv generate "The capital of France is" (or --prompt TEXT)'
+        )
     if text is not None and prompt is not None:
-        raise CliError(f"give the prompt once, as the argument or with --prompt, not both; got "
-                       f"{text!r} and --prompt {prompt!r}")
+        raise CliError(
+            f"give the prompt once, as the argument or with --prompt, not both; got "
+            f"{text!r} and --prompt {prompt!r}"
+        )
     prompt = prompt if text is None else text
     m = model_or_error(model_name)
     try:
-        stream = m.generate(prompt, max_new_tokens, temperature=temperature, top_k=top_k,
-                            seed=seed, chat=chat)
+        stream = m.generate(
+            prompt, max_new_tokens, temperature=temperature, top_k=top_k, seed=seed, chat=chat
+        )
         start, n = time.perf_counter(), 0
         for token in stream:
             if token.id == m.eos_id:

@@ -35,26 +35,38 @@ Examples:
 
 
 @click.command(help=HELP)
-@click.option("--model", "model_name", default="minilm-l6", show_default=True,
-              metavar="NAME|DIR|ID", help=f"a bundled model ({', '.join(models.names())}), a "
-                                       "local transformers model directory, or a hub id "
-                                       "(owner/name: the local cache, else downloaded)")
-@click.option("--allow-pickle", is_flag=True,
-              help="let --model DIR load pickle .bin weights (they can run code) when it has no "
-                   ".safetensors")
+@click.option(
+    "--model",
+    "model_name",
+    default="minilm-l6",
+    show_default=True,
+    metavar="NAME|DIR|ID",
+    help=f"a bundled model ({', '.join(models.names())}), a "
+    "local transformers model directory, or a hub id "
+    "(owner/name: the local cache, else downloaded)",
+)
+@click.option(
+    "--allow-pickle",
+    is_flag=True,
+    help="let --model DIR load pickle .bin weights (they can run code) when it has no .safetensors",
+)
 @click.option("--text", help="the sentence to run through the model")
-@click.option("--png", type=FilePath(writable=True),
-              help="also draw every head's attention matrix into this PNG file (masked cells "
-                   "grey)")
+@click.option(
+    "--png",
+    type=FilePath(writable=True),
+    help="also draw every head's attention matrix into this PNG file (masked cells grey)",
+)
 @click.option("--taxonomy", is_flag=True, help=TAXONOMY_HELP)
-def heads(model_name: str, allow_pickle: bool, text: str | None, png: str | None,
-          taxonomy: bool):
+def heads(model_name: str, allow_pickle: bool, text: str | None, png: str | None, taxonomy: bool):
     from qkv.explain.walkthrough import visible
 
     if not (text or taxonomy):
         raise CliError("--text is required (or --taxonomy, which needs no text)")
-    m = (model_or_error(model_name) if model_name in models.NAMES
-         else local_model_or_error(model_name, allow_pickle=allow_pickle))
+    m = (
+        model_or_error(model_name)
+        if model_name in models.NAMES
+        else local_model_or_error(model_name, allow_pickle=allow_pickle)
+    )
     if taxonomy:
         return show_taxonomy(m)
     try:
@@ -62,14 +74,16 @@ def heads(model_name: str, allow_pickle: bool, text: str | None, png: str | None
         run = m.trace(text)
     except ValueError as e:
         raise CliError(f"--text: {e}") from None
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    from rich import box
-
-    table = Table(title=f"{m.name}, {len(run.tokens)} tokens: "
-                  + " ".join(visible(t) for t in run.tokens), title_justify="left",
-                  box=box.SIMPLE_HEAD, padding=(0, 1))
+    table = Table(
+        title=f"{m.name}, {len(run.tokens)} tokens: " + " ".join(visible(t) for t in run.tokens),
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+    )
     table.add_column("layer", justify="right", min_width=5)
     for h in range(m.n_heads):
         table.add_column(f"h{h}", justify="left", no_wrap=True)
@@ -89,8 +103,14 @@ def heads(model_name: str, allow_pickle: bool, text: str | None, png: str | None
 def _mask(run) -> np.ndarray:
     """True where a query may attend, for every kept layer: (n_layers, n_heads, L, L)."""
     shape = run.weights.shape[1:]  # (n_heads, L, L)
-    return np.stack([np.broadcast_to(True if (mask := run.layers[i].settings.get("mask")) is None
-                                     else mask, shape) for i in sorted(run.layers)])
+    return np.stack(
+        [
+            np.broadcast_to(
+                True if (mask := run.layers[i].settings.get("mask")) is None else mask, shape
+            )
+            for i in sorted(run.layers)
+        ]
+    )
 
 
 def _short(w: float) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+
 import click
 
 from qkv.cli.common import SEED, FilePath, echo_sections, format_option, require
@@ -58,10 +59,15 @@ def emit(result, fmt: str, png: str | None) -> None:
 
 def _experiment(name: str, doc: str):
     @click.command(name, help=doc)
-    @click.option("--seed", default=0, show_default=True, type=SEED,
-                  help="random seed (default_rng).")
-    @click.option("--png", type=FilePath(), default=None,
-                  help="also draw the figure to this PNG file.  Example: --png scaling.png")
+    @click.option(
+        "--seed", default=0, show_default=True, type=SEED, help="random seed (default_rng)."
+    )
+    @click.option(
+        "--png",
+        type=FilePath(),
+        default=None,
+        help="also draw the figure to this PNG file.  Example: --png scaling.png",
+    )
     @format_option()
     def command(seed: int, png: str | None, fmt: str):
         import importlib
@@ -88,38 +94,80 @@ def lab():
 
 for _name, _doc in {
     "scaling": "Spread of q·k against √d_k (4…4096), and softmax saturation and vanishing "
-               "gradients over 1024 keys without ÷√d_k.  Example: qkv lab scaling --png s.png",
+    "gradients over 1024 keys without ÷√d_k.  Example: qkv lab scaling --png s.png",
     "symmetry": "Tied W_Q = W_K: symmetric scores and a PSD bilinear form; separate matrices "
-                "lift both; tied W_K = W_V returns a mix of keys.  Example: qkv lab symmetry",
+    "lift both; tied W_K = W_V returns a mix of keys.  Example: qkv lab symmetry",
     "temperature": "Weights, entropy and effective number of tokens as τ goes 0.05 → 10 on "
-                   "the default scene.  Example: qkv lab temperature --format plain",
+    "the default scene.  Example: qkv lab temperature --format plain",
     "cost": "Time and memory of the traced and the blocked paths as T doubles: T² against T "
-            "memory.  Example: qkv lab cost --png cost.png",
+    "memory.  Example: qkv lab cost --png cost.png",
 }.items():
     lab.add_command(_experiment(_name, _doc))
 
 
 @lab.command("train")
-@click.option("--steps", default=1200, show_default=True, type=click.IntRange(1),
-              help="optimizer steps (batches of 64 sentences).")
-@click.option("--seed", default=0, show_default=True, type=SEED,
-              help="seed for weights, data and split.")
-@click.option("--out", default="minigpt.npz", show_default=True, type=FilePath(),
-              help="where to save the checkpoint (.npz).")
-@click.option("--train-size", default=20_000, show_default=True, type=click.IntRange(1),
-              help="training sentences (every batch is drawn from these).")
-@click.option("--per-group", default=200, show_default=True, type=click.IntRange(1),
-              help="held-out sentences per group (attractor count × attractor numbers).")
-@click.option("--dump-corpus", type=FilePath(), default=None, metavar="DIR",
-              help="write DIR/train.txt and DIR/heldout.txt, the exact sentences used.")
-@click.option("--compare", is_flag=True,
-              help="also train without ÷√d_k (scores 4× larger) and with τ = 4 (4× smaller), and "
-                   "compare gradient norms and losses.")
-@click.option("--png", type=FilePath(), default=None,
-              help="draw the top head's weights on attractor sentences.")
+@click.option(
+    "--steps",
+    default=1200,
+    show_default=True,
+    type=click.IntRange(1),
+    help="optimizer steps (batches of 64 sentences).",
+)
+@click.option(
+    "--seed", default=0, show_default=True, type=SEED, help="seed for weights, data and split."
+)
+@click.option(
+    "--out",
+    default="minigpt.npz",
+    show_default=True,
+    type=FilePath(),
+    help="where to save the checkpoint (.npz).",
+)
+@click.option(
+    "--train-size",
+    default=20_000,
+    show_default=True,
+    type=click.IntRange(1),
+    help="training sentences (every batch is drawn from these).",
+)
+@click.option(
+    "--per-group",
+    default=200,
+    show_default=True,
+    type=click.IntRange(1),
+    help="held-out sentences per group (attractor count × attractor numbers).",
+)
+@click.option(
+    "--dump-corpus",
+    type=FilePath(),
+    default=None,
+    metavar="DIR",
+    help="write DIR/train.txt and DIR/heldout.txt, the exact sentences used.",
+)
+@click.option(
+    "--compare",
+    is_flag=True,
+    help="also train without ÷√d_k (scores 4× larger) and with τ = 4 (4× smaller), and "
+    "compare gradient norms and losses.",
+)
+@click.option(
+    "--png",
+    type=FilePath(),
+    default=None,
+    help="draw the top head's weights on attractor sentences.",
+)
 @format_option()
-def train_command(steps: int, seed: int, out: str, train_size: int, per_group: int,
-                  dump_corpus: str | None, compare: bool, png: str | None, fmt: str):
+def train_command(
+    steps: int,
+    seed: int,
+    out: str,
+    train_size: int,
+    per_group: int,
+    dump_corpus: str | None,
+    compare: bool,
+    png: str | None,
+    fmt: str,
+):
     """Train the Mini-GPT (d_model 64, 4 heads of 16, 2 layers, qkv's attention) on subject–verb
     agreement across attractors ("the key to the cabinets is"), and score it on (subject, verb)
     pairs never trained on, next to a no-attention model, the nearest-noun heuristic and the
@@ -134,9 +182,15 @@ def train_command(steps: int, seed: int, out: str, train_size: int, per_group: i
     from qkv.lab import agreement, minigpt, report
 
     try:
-        meta, runs = agreement.experiment(seed=seed, steps=steps, train_size=train_size,
-                                          per_group=per_group, compare=compare,
-                                          dump=dump_corpus, trainer=train_with_progress)
+        meta, runs = agreement.experiment(
+            seed=seed,
+            steps=steps,
+            train_size=train_size,
+            per_group=per_group,
+            compare=compare,
+            dump=dump_corpus,
+            trainer=train_with_progress,
+        )
     except OSError as e:
         raise CliError(f"cannot write the corpus to {dump_corpus}: {e}") from None
     main = runs["Mini-GPT"]
@@ -158,9 +212,17 @@ def train_command(steps: int, seed: int, out: str, train_size: int, per_group: i
 
     columns, rows = report.ablation_table(meta)
     heads = Table(tuple(columns), tuple(tuple(cell(x) for x in row) for row in rows))
-    echo_sections([*result_sections(result),
-                   section("heads: weight from the verb's query, and accuracy with "
-                           f"{meta['ablation_group']} when ablated", heads)], fmt)
+    echo_sections(
+        [
+            *result_sections(result),
+            section(
+                "heads: weight from the verb's query, and accuracy with "
+                f"{meta['ablation_group']} when ablated",
+                heads,
+            ),
+        ],
+        fmt,
+    )
 
 
 def train_with_progress(label, data, **kwargs):
@@ -168,8 +230,12 @@ def train_with_progress(label, data, **kwargs):
 
     from qkv.lab import train
 
-    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[info]}"),
-               TimeRemainingColumn())
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.fields[info]}"),
+        TimeRemainingColumn(),
+    )
     with Progress(*columns, console=_stderr_console(), transient=False) as bar:
         task = bar.add_task(label, total=kwargs["steps"], info="")
 

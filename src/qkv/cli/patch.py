@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import math
-
 import json
+import math
 
 import click
 
@@ -57,28 +56,55 @@ def spec_from_options(ablate, mean, tau, pin, knockout) -> dict:
             raise CliError(f"--knockout takes LAYER.HEAD=KEY_POSITION, got {text!r}")
         add(where, "knockout", int(value), "--knockout")
     if not spec:
-        raise CliError("give at least one edit: --ablate, --mean-ablate, --pin, --tau or "
-                       "--knockout")
+        raise CliError(
+            "give at least one edit: --ablate, --mean-ablate, --pin, --tau or --knockout"
+        )
     return spec
 
 
 @click.command()
-@click.option("--model", "model_spec", default="smollm2-135m", show_default=True,
-              help="a bundled causal model (smollm2-135m), a local transformers directory, or a "
-                   "hub id (owner/name: the local cache, else downloaded)")
+@click.option(
+    "--model",
+    "model_spec",
+    default="smollm2-135m",
+    show_default=True,
+    help="a bundled causal model (smollm2-135m), a local transformers directory, or a "
+    "hub id (owner/name: the local cache, else downloaded)",
+)
 @click.option("--text", required=True, help="the prompt whose next token is predicted")
 @click.option("--ablate", multiple=True, metavar="L.H", help="set head H of layer L's z to 0")
-@click.option("--mean-ablate", "mean", multiple=True, metavar="L.H",
-              help="set the head's z to its mean over the batch")
-@click.option("--pin", multiple=True, metavar="L.H",
-              help="pin the head's weights to uniform over the keys it may see")
+@click.option(
+    "--mean-ablate",
+    "mean",
+    multiple=True,
+    metavar="L.H",
+    help="set the head's z to its mean over the batch",
+)
+@click.option(
+    "--pin",
+    multiple=True,
+    metavar="L.H",
+    help="pin the head's weights to uniform over the keys it may see",
+)
 @click.option("--tau", multiple=True, metavar="L.H=τ", help="the head's temperature τ > 0")
-@click.option("--knockout", multiple=True, metavar="L.H=J",
-              help="mask key position J for the head (L alone: every head of layer L)")
-@click.option("--top-k", default=5, show_default=True, type=click.IntRange(1, 50),
-              help="how many likeliest next tokens to list")
-@click.option("--allow-pickle", is_flag=True,
-              help="load pickle .bin weights from a directory without .safetensors")
+@click.option(
+    "--knockout",
+    multiple=True,
+    metavar="L.H=J",
+    help="mask key position J for the head (L alone: every head of layer L)",
+)
+@click.option(
+    "--top-k",
+    default=5,
+    show_default=True,
+    type=click.IntRange(1, 50),
+    help="how many likeliest next tokens to list",
+)
+@click.option(
+    "--allow-pickle",
+    is_flag=True,
+    help="load pickle .bin weights from a directory without .safetensors",
+)
 @format_option()
 def patch(model_spec, text, ablate, mean, pin, tau, knockout, top_k, allow_pickle, fmt):
     """Edit attention heads and compare the next-token distribution before and after.
@@ -107,17 +133,33 @@ def patch(model_spec, text, ablate, mean, pin, tau, knockout, top_k, allow_pickl
     except local.RUN_ERRORS as e:  # the checkpoint's own code failed on this text
         raise CliError(local.could_not_run(model_spec, e)) from None
     if fmt == "json":
-        click.echo(json.dumps({"model": name, "text": text, "edits": report.edits,
-                               "before": report.before, "after": report.after,
-                               "kl": report.kl}))
+        click.echo(
+            json.dumps(
+                {
+                    "model": name,
+                    "text": text,
+                    "edits": report.edits,
+                    "before": report.before,
+                    "after": report.after,
+                    "kl": report.kl,
+                }
+            )
+        )
         return
     from qkv.explain.format import Table, section
 
-    rows = tuple((str(i + 1), repr(b[0]), f"{b[1]:.4f}", repr(a[0]), f"{a[1]:.4f}")
-                 for i, (b, a) in enumerate(zip(report.before, report.after)))
-    echo_sections([
-        section(f"{name}: next token after {text!r}", *report.edits),
-        section("next token, before → after",
+    rows = tuple(
+        (str(i + 1), repr(b[0]), f"{b[1]:.4f}", repr(a[0]), f"{a[1]:.4f}")
+        for i, (b, a) in enumerate(zip(report.before, report.after, strict=False))
+    )
+    echo_sections(
+        [
+            section(f"{name}: next token after {text!r}", *report.edits),
+            section(
+                "next token, before → after",
                 Table(("rank", "before", "p", "after", "p"), rows),
-                f"KL(before ‖ after) = {report.kl:.4g} nats"),
-    ], fmt)
+                f"KL(before ‖ after) = {report.kl:.4g} nats",
+            ),
+        ],
+        fmt,
+    )

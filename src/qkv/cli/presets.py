@@ -6,8 +6,8 @@ import json
 
 import click
 
-from qkv.explain import scenes
 from qkv.cli.common import echo_sections, format_option
+from qkv.explain import scenes
 
 
 @click.command()
@@ -24,17 +24,34 @@ def presets(fmt):
     rows = []
     for name in scenes.names():
         s = scenes.load(name)
-        rows.append({"name": name, "title": s.title, "lesson": s.lesson, "tokens": list(s.tokens),
-                     "select": s.tokens[s.select], "n_heads": s.n_heads or 1,
-                     "default": name == scenes.DEFAULT})
+        rows.append(
+            {
+                "name": name,
+                "title": s.title,
+                "lesson": s.lesson,
+                "tokens": list(s.tokens),
+                "select": s.tokens[s.select],
+                "n_heads": s.n_heads or 1,
+                "default": name == scenes.DEFAULT,
+            }
+        )
     if fmt == "json":
         click.echo(json.dumps(rows, indent=2))
         return
     from qkv.explain.format import Section, Table, section
 
-    table = Table(("name", "heads", "tokens", "query"),
-                  tuple((r["name"] + (" (default)" if r["default"] else ""), str(r["n_heads"]),
-                         " ".join(r["tokens"]), r["select"]) for r in rows))
+    table = Table(
+        ("name", "heads", "tokens", "query"),
+        tuple(
+            (
+                r["name"] + (" (default)" if r["default"] else ""),
+                str(r["n_heads"]),
+                " ".join(r["tokens"]),
+                r["select"],
+            )
+            for r in rows
+        ),
+    )
     lessons = Section("what each one teaches", tuple(f"{r['name']}: {r['lesson']}" for r in rows))
     usage = Section("try", ("qkv explain --preset NAME [--select TOKEN]",))
     echo_sections([section("built-in scenes", table), lessons, usage], fmt)

@@ -61,19 +61,42 @@ class Answers:
 
 
 @click.command(short_help="Practice: exercises on sizes, scores, softmax, masks, concepts.")
-@click.option("--topic", type=click.Choice(TOPIC_NAMES), default="all", show_default=True,
-              help="Which exercises.  Example: --topic softmax")
-@click.option("--n", "n", type=click.IntRange(1, 100), default=5, show_default=True,
-              help="How many exercises, all different (a topic with fewer says so).")
-@click.option("--seed", type=click.IntRange(0, 2 ** 32 - 1), default=None,
-              help="Same seed, same exercises (default: a fresh one, printed).  Example: --seed 7")
-@click.option("--kind", default=None, metavar="KIND",
-              help="Only this exercise kind, e.g. sizes/d_head (see the list in --help-kinds).")
+@click.option(
+    "--topic",
+    type=click.Choice(TOPIC_NAMES),
+    default="all",
+    show_default=True,
+    help="Which exercises.  Example: --topic softmax",
+)
+@click.option(
+    "--n",
+    "n",
+    type=click.IntRange(1, 100),
+    default=5,
+    show_default=True,
+    help="How many exercises, all different (a topic with fewer says so).",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(0, 2**32 - 1),
+    default=None,
+    help="Same seed, same exercises (default: a fresh one, printed).  Example: --seed 7",
+)
+@click.option(
+    "--kind",
+    default=None,
+    metavar="KIND",
+    help="Only this exercise kind, e.g. sizes/d_head (see the list in --help-kinds).",
+)
 @click.option("--help-kinds", is_flag=True, help="List the exercise kinds and exit.")
-@click.option("--answers", default=None, metavar='"A1;A2;..."',
-              help="Answer without a terminal, one entry per exercise, separated by ';' (an "
-                   "entry that is not an answer counts as wrong).  Example, all three right: "
-                   "--n 3 --seed 1 --answers '9.8;3 4;d'")
+@click.option(
+    "--answers",
+    default=None,
+    metavar='"A1;A2;..."',
+    help="Answer without a terminal, one entry per exercise, separated by ';' (an "
+    "entry that is not an answer counts as wrong).  Example, all three right: "
+    "--n 3 --seed 1 --answers '9.8;3 4;d'",
+)
 def quiz(topic, n, seed, kind, help_kinds, answers):
     """Exercises on attention with fresh numbers; the engine checks every answer.
 
@@ -95,7 +118,7 @@ def quiz(topic, n, seed, kind, help_kinds, answers):
             click.echo(name)
         return
     if seed is None:
-        seed = secrets.randbelow(10 ** 6)
+        seed = secrets.randbelow(10**6)
     if kind is not None and kind not in practice.KINDS:
         raise CliError(f"--kind must be one of {', '.join(practice.KINDS)}; got {kind!r}")
     try:
@@ -103,8 +126,10 @@ def quiz(topic, n, seed, kind, help_kinds, answers):
     except ValueError as e:
         raise CliError(f"--n {n}: {e}") from None
     source = Answers(answers)
-    click.echo(f"qkv quiz · {kind or topic} · {n} exercise{'s' * (n > 1)} · seed {seed} "
-               f"(--seed {seed} repeats them)")
+    click.echo(
+        f"qkv quiz · {kind or topic} · {n} exercise{'s' * (n > 1)} · seed {seed} "
+        f"(--seed {seed} repeats them)"
+    )
     if not source.scripted:
         click.echo("Type your answer and press Enter; '?' shows a hint, 'q' quits.")
     right = done = 0
@@ -130,7 +155,7 @@ def _ask(ex, number: int, total: int, source: Answers) -> bool:
     click.echo(click.style(f"{number}/{total} · {ex.kind}", bold=True))
     for line in ex.prompt.splitlines():
         _say(line, indent=" " * (len(line) - len(line.lstrip())))
-    for letter, choice in zip(practice.exercise.LETTERS, ex.choices):
+    for letter, choice in zip(practice.exercise.LETTERS, ex.choices, strict=False):
         _say(f"  {letter}) {choice}", indent="     ")
     click.echo(click.style(f"answer: {ex.answer_format()}", dim=True))
     while True:
@@ -157,12 +182,15 @@ def _reveal(ex, verdict) -> bool:
     if verdict is None:
         click.echo(f"the answer: {ex.expected_text()}")
     elif verdict.correct:
-        click.echo(click.style("✓ right", fg="green", bold=True)
-                   + f": {verdict.expected}" + _gap(verdict))
+        click.echo(
+            click.style("✓ right", fg="green", bold=True) + f": {verdict.expected}" + _gap(verdict)
+        )
     else:
-        click.echo(click.style("✗ not quite", fg="red", bold=True)
-                   + f": you said {verdict.given}, the answer is {verdict.expected}"
-                   + _gap(verdict))
+        click.echo(
+            click.style("✗ not quite", fg="red", bold=True)
+            + f": you said {verdict.given}, the answer is {verdict.expected}"
+            + _gap(verdict)
+        )
     click.echo("worked solution:")
     for line in ex.solution:
         _say(f"  {line}", indent="    ")
@@ -176,8 +204,16 @@ def _say(line: str, *, indent: str = "") -> None:
         click.echo(line)
         return
     width = min(shutil.get_terminal_size((100, 24)).columns, 100)
-    click.echo(textwrap.fill(line, width=width, subsequent_indent=indent,
-                             break_long_words=False, break_on_hyphens=False) or line)
+    click.echo(
+        textwrap.fill(
+            line,
+            width=width,
+            subsequent_indent=indent,
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        or line
+    )
 
 
 def _gap(verdict) -> str:

@@ -11,19 +11,37 @@ from qkv.cli.errors import CliError
 
 
 @click.command("ring")
-@click.option("--world-size", "-n", default=2, show_default=True, type=click.IntRange(1, 64),
-              help="processes in the ring (local, gloo on 127.0.0.1).")
-@click.option("--T", "T", default=4096, show_default=True, type=click.IntRange(1),
-              help="sequence length, split in contiguous slices over the ranks.")
+@click.option(
+    "--world-size",
+    "-n",
+    default=2,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="processes in the ring (local, gloo on 127.0.0.1).",
+)
+@click.option(
+    "--T",
+    "T",
+    default=4096,
+    show_default=True,
+    type=click.IntRange(1),
+    help="sequence length, split in contiguous slices over the ranks.",
+)
 @click.option("--heads", default=1, show_default=True, type=click.IntRange(1))
 @click.option("--d", default=64, show_default=True, type=click.IntRange(1), help="d_k = d_v.")
-@click.option("--causal", is_flag=True, help="causal attention: blocks after a rank's queries "
-              "are skipped.")
-@click.option("--dtype", type=click.Choice(["float32", "float64"]), default="float32",
-              show_default=True)
+@click.option(
+    "--causal", is_flag=True, help="causal attention: blocks after a rank's queries are skipped."
+)
+@click.option(
+    "--dtype", type=click.Choice(["float32", "float64"]), default="float32", show_default=True
+)
 @click.option("--grad", is_flag=True, help="also run backward and compare dq, dk, dv.")
-@click.option("--timeout", default=120.0, show_default=True,
-              help="seconds a rank waits for its neighbours before giving up.")
+@click.option(
+    "--timeout",
+    default=120.0,
+    show_default=True,
+    help="seconds a rank waits for its neighbours before giving up.",
+)
 @format_option()
 def ring(world_size, T, heads, d, causal, dtype, grad, timeout, fmt):
     """Run ring attention over N local processes and check it against one process.
@@ -51,12 +69,16 @@ def ring(world_size, T, heads, d, causal, dtype, grad, timeout, fmt):
     tolerance = 1e-10 if dtype == "float64" else 2 * report["reference_error"] + 1e-7
     itemsize = 8 if dtype == "float64" else 4
     kv_bytes = 2 * heads * T * d * itemsize
-    report.update({
-        "tolerance": tolerance, "ok": report["max_abs_diff"] <= tolerance,
-        "single_process_seconds": single["seconds"],
-        "single_process_peak_growth_bytes": single["peak_growth_bytes"],
-        "kv_bytes": kv_bytes, "expected_bytes_sent": kv_bytes * (world_size - 1) / world_size,
-    })
+    report.update(
+        {
+            "tolerance": tolerance,
+            "ok": report["max_abs_diff"] <= tolerance,
+            "single_process_seconds": single["seconds"],
+            "single_process_peak_growth_bytes": single["peak_growth_bytes"],
+            "kv_bytes": kv_bytes,
+            "expected_bytes_sent": kv_bytes * (world_size - 1) / world_size,
+        }
+    )
     if fmt == "json":
         click.echo(json.dumps(report, indent=1))
     else:
@@ -69,9 +91,16 @@ def _sections(report, results):
     from qkv.explain.format import Table, section
 
     mib = 2**20
-    rows = tuple((str(r["rank"]), _positions(r["start"], r["stop"]), f"{r['seconds']:.3f}",
-                  f"{r.get('bytes_sent', 0) / mib:.2f}", f"{r['peak_growth_bytes'] / mib:.1f}")
-                 for r in results)
+    rows = tuple(
+        (
+            str(r["rank"]),
+            _positions(r["start"], r["stop"]),
+            f"{r['seconds']:.3f}",
+            f"{r.get('bytes_sent', 0) / mib:.2f}",
+            f"{r['peak_growth_bytes'] / mib:.1f}",
+        )
+        for r in results
+    )
     table = Table(("rank", "positions", "seconds", "MiB sent", "peak growth MiB"), rows)
     s = report["setup"]
     verdict = "OK" if report["ok"] else "FAILED"
@@ -88,8 +117,10 @@ def _sections(report, results):
     if "grad_max_abs_diff" in report:
         dq, dk, dv = report["grad_max_abs_diff"]
         lines.append(f"gradients: max |Δdq| = {dq:.3g}, |Δdk| = {dk:.3g}, |Δdv| = {dv:.3g}")
-    title = (f"ring attention: N = {report['world_size']}, T = {s['T']}, heads = {s['heads']}, "
-             f"d = {s['d']}, {'causal' if s['causal'] else 'full'}, {s['dtype']}")
+    title = (
+        f"ring attention: N = {report['world_size']}, T = {s['T']}, heads = {s['heads']}, "
+        f"d = {s['d']}, {'causal' if s['causal'] else 'full'}, {s['dtype']}"
+    )
     return [section(title, table, *lines)]
 
 

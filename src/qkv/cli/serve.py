@@ -10,20 +10,37 @@ from qkv.web.server import DEFAULT_HOST, DEFAULT_PORT
 
 
 @click.command("serve")
-@click.option("--host", default=DEFAULT_HOST, show_default=True,
-              help="address to listen on (127.0.0.1: this machine only)")
-@click.option("--port", default=DEFAULT_PORT, show_default=True,
-              type=click.IntRange(0, 65535), help="port (0 picks a free one)")
+@click.option(
+    "--host",
+    default=DEFAULT_HOST,
+    show_default=True,
+    help="address to listen on (127.0.0.1: this machine only)",
+)
+@click.option(
+    "--port",
+    default=DEFAULT_PORT,
+    show_default=True,
+    type=click.IntRange(0, 65535),
+    help="port (0 picks a free one)",
+)
 @click.option("--open", "open_browser", is_flag=True, help="open the page in a web browser")
-@click.option("--model", "model_dirs", multiple=True, metavar="DIR|ID",
-              help="also offer this local transformers model directory (or hub id owner/name, "
-                   "from the cache or downloaded) in the page's model mode, named after the "
-                   "directory or id (repeatable); loaded now, computed by qkv")
-@click.option("--allow-pickle", is_flag=True,
-              help="let --model DIR load pickle .bin weights (they can run code) when it has no "
-                   ".safetensors")
-def serve(host: str, port: int, open_browser: bool, model_dirs: tuple[str, ...],
-          allow_pickle: bool) -> None:
+@click.option(
+    "--model",
+    "model_dirs",
+    multiple=True,
+    metavar="DIR|ID",
+    help="also offer this local transformers model directory (or hub id owner/name, "
+    "from the cache or downloaded) in the page's model mode, named after the "
+    "directory or id (repeatable); loaded now, computed by qkv",
+)
+@click.option(
+    "--allow-pickle",
+    is_flag=True,
+    help="let --model DIR load pickle .bin weights (they can run code) when it has no .safetensors",
+)
+def serve(
+    host: str, port: int, open_browser: bool, model_dirs: tuple[str, ...], allow_pickle: bool
+) -> None:
     """Start the interactive attention simulator (a local web page).
 
     The page's model mode offers the bundled models and the --model directories only: a
@@ -43,11 +60,18 @@ def serve(host: str, port: int, open_browser: bool, model_dirs: tuple[str, ...],
     for path in model_dirs:
         m = local_model_or_error(path, allow_pickle=allow_pickle)
         if m.name in local or m.name in models.NAMES:
-            raise CliError(f"--model {path}: a model named {m.name!r} is already offered; "
-                           f"give each directory its own name")
+            raise CliError(
+                f"--model {path}: a model named {m.name!r} is already offered; "
+                f"give each directory its own name"
+            )
         local[m.name] = m
     try:
-        run_server(host, port, open_browser=open_browser, echo=click.echo,
-                   model_pool=ModelPool(local=local) if local else None)
+        run_server(
+            host,
+            port,
+            open_browser=open_browser,
+            echo=click.echo,
+            model_pool=ModelPool(local=local) if local else None,
+        )
     except ServerError as e:
         raise CliError(str(e)) from None

@@ -10,10 +10,12 @@ SHORT = {"previous": "prev", "first": "first", "duplicate": "dup", "induction": 
 # A head is named by a kind only when it puts at least this much weight there on average.
 SHOWN = 0.3
 
-HELP = ("score every head on repeated random tokens instead of TEXT: "
-        + ", ".join(f"{SHORT[k]} = {m}" for k, m in MEANINGS.items())
-        + f"; each a mean weight in [0, 1]; a cell names the head's highest kind when it is "
-          f"≥ {SHOWN}")
+HELP = (
+    "score every head on repeated random tokens instead of TEXT: "
+    + ", ".join(f"{SHORT[k]} = {m}" for k, m in MEANINGS.items())
+    + f"; each a mean weight in [0, 1]; a cell names the head's highest kind when it is "
+    f"≥ {SHOWN}"
+)
 
 
 def show(model, *, seed: int = 0) -> None:
@@ -28,9 +30,13 @@ def show(model, *, seed: int = 0) -> None:
 
     s = taxonomy.measure(model, seed=seed)
     console = Console(width=max(80, 13 * model.n_heads + 10))
-    grid = Table(title=f"{model.name}: what each head does on {s.sequences} random sequences "
-                       f"of {s.half} tokens, repeated", title_justify="left",
-                 box=box.SIMPLE_HEAD, padding=(0, 1))
+    grid = Table(
+        title=f"{model.name}: what each head does on {s.sequences} random sequences "
+        f"of {s.half} tokens, repeated",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1),
+    )
     grid.add_column("layer", justify="right", min_width=5)
     for h in range(model.n_heads):
         grid.add_column(f"h{h}", no_wrap=True)
@@ -39,11 +45,13 @@ def show(model, *, seed: int = 0) -> None:
         for h in range(model.n_heads):
             kind = max(taxonomy.KINDS, key=lambda k: getattr(s, k)[layer, h])
             score = getattr(s, kind)[layer, h]
-            cells.append(f"{SHORT[kind]} {score:.2f}".replace("0.", ".") if score >= SHOWN
-                         else "–")
+            cells.append(f"{SHORT[kind]} {score:.2f}".replace("0.", ".") if score >= SHOWN else "–")
         grid.add_row(str(layer), *cells)
     console.print(grid)
     for kind in taxonomy.KINDS:
         top = ", ".join(f"{layer}.{h} ({score:.2f})" for layer, h, score in s.top(kind, 3))
-        console.print(f"top {kind}-token heads: {top}" if kind != "induction"
-                      else f"top induction heads: {top}")
+        console.print(
+            f"top {kind}-token heads: {top}"
+            if kind != "induction"
+            else f"top induction heads: {top}"
+        )

@@ -39,8 +39,10 @@ def bounds(T: int, world: int) -> list[tuple[int, int]]:
 def inputs(setup: Setup, start: int, stop: int):
     """q, k, v, dz (heads, stop − start, d) for positions [start, stop), float64: position p's
     rows come from default_rng((seed, p)), so any slice is made alone."""
-    rows = [np.random.default_rng((setup.seed, p)).standard_normal((4, setup.heads, setup.d))
-            for p in range(start, stop)]
+    rows = [
+        np.random.default_rng((setup.seed, p)).standard_normal((4, setup.heads, setup.d))
+        for p in range(start, stop)
+    ]
     a = np.stack(rows, axis=2) if rows else np.zeros((4, setup.heads, 0, setup.d))
     return a[0], a[1], a[2], a[3]  # (heads, n, d) each
 
@@ -52,10 +54,13 @@ def reference(setup: Setup, dtype: str = "float64"):
 
     import qkv
 
-    q, k, v, dz = (torch.tensor(a, dtype=getattr(torch, dtype), requires_grad=True)
-                   for a in inputs(setup, 0, setup.T))
-    z = qkv.attention(q, k, v, causal=setup.causal, scale=setup.scale,
-                      temperature=setup.temperature)
+    q, k, v, dz = (
+        torch.tensor(a, dtype=getattr(torch, dtype), requires_grad=True)
+        for a in inputs(setup, 0, setup.T)
+    )
+    z = qkv.attention(
+        q, k, v, causal=setup.causal, scale=setup.scale, temperature=setup.temperature
+    )
     grads = None
     if setup.grad:
         z.backward(dz.detach())
@@ -73,21 +78,35 @@ def worker(rank: int, world: int, setup: Setup) -> dict:
         raise ValueError(f"rank {rank} was asked to fail")
     start, stop = bounds(setup.T, world)[rank]
     dtype = getattr(torch, setup.dtype)
-    q, k, v, dz = (torch.tensor(a, dtype=dtype, requires_grad=True)
-                   for a in inputs(setup, start, stop))
+    q, k, v, dz = (
+        torch.tensor(a, dtype=dtype, requires_grad=True) for a in inputs(setup, start, stop)
+    )
     stats = {}
     rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
-    z = ring_attention(q, k, v, causal=setup.causal, scale=setup.scale,
-                       temperature=setup.temperature, chunk_bytes=setup.chunk_bytes,
-                       stats=stats)
+    z = ring_attention(
+        q,
+        k,
+        v,
+        causal=setup.causal,
+        scale=setup.scale,
+        temperature=setup.temperature,
+        chunk_bytes=setup.chunk_bytes,
+        stats=stats,
+    )
     seconds = time.perf_counter() - t0
     if setup.grad:
         z.backward(dz.detach())
     rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    out = {"rank": rank, "start": start, "stop": stop, "seconds": seconds,
-           "peak_growth_bytes": (rss1 - rss0) * 1024, **stats,
-           "z": z.detach().numpy()}
+    out = {
+        "rank": rank,
+        "start": start,
+        "stop": stop,
+        "seconds": seconds,
+        "peak_growth_bytes": (rss1 - rss0) * 1024,
+        **stats,
+        "z": z.detach().numpy(),
+    }
     if setup.grad:
         out["grads"] = [t.grad.numpy() for t in (q, k, v)]
     return out
@@ -103,11 +122,14 @@ def compare(results: list[dict], setup: Setup) -> dict:
     for float32, the float32 reference's own error (the tolerance is twice that)."""
     z_ref, grads_ref = reference(setup)
     z = np.concatenate([r["z"] for r in results], axis=-2)
-    report = {"setup": asdict(setup), "world_size": len(results),
-              "max_abs_diff": float(np.abs(z - z_ref).max()) if z.size else 0.0,
-              "seconds": max(r["seconds"] for r in results),
-              "bytes_sent_per_rank": [r.get("bytes_sent", 0) for r in results],
-              "peak_growth_bytes_per_rank": [r["peak_growth_bytes"] for r in results]}
+    report = {
+        "setup": asdict(setup),
+        "world_size": len(results),
+        "max_abs_diff": float(np.abs(z - z_ref).max()) if z.size else 0.0,
+        "seconds": max(r["seconds"] for r in results),
+        "bytes_sent_per_rank": [r.get("bytes_sent", 0) for r in results],
+        "peak_growth_bytes_per_rank": [r["peak_growth_bytes"] for r in results],
+    }
     if setup.dtype != "float64":
         z32, _ = reference(setup, setup.dtype)
         report["reference_error"] = float(np.abs(z32 - z_ref).max())

@@ -43,8 +43,12 @@ def run(fn, world_size: int, *args, timeout_s: float = 60.0) -> list:
     try:
         for rank in range(world_size):
             receive, send = ctx.Pipe(duplex=False)
-            p = ctx.Process(target=_worker, name=f"qkv-ring-rank-{rank}", daemon=True,
-                            args=(rank, world_size, port, timeout_s, fn, args, send))
+            p = ctx.Process(
+                target=_worker,
+                name=f"qkv-ring-rank-{rank}",
+                daemon=True,
+                args=(rank, world_size, port, timeout_s, fn, args, send),
+            )
             p.start()
             send.close()  # the child holds the only write end: EOF when it dies
             pipes.append(receive)
@@ -70,8 +74,9 @@ def _collect(pipes, procs) -> list:
                 procs[rank].join(GRACE_S)
                 if rank not in results:
                     code = procs[rank].exitcode
-                    failures.append(_Failure(time.monotonic(), f"rank {rank} exited early "
-                                                               f"(exit code {code})"))
+                    failures.append(
+                        _Failure(time.monotonic(), f"rank {rank} exited early (exit code {code})")
+                    )
                 continue
             if isinstance(value, _Failure):
                 failures.append(value)
@@ -109,8 +114,13 @@ def _worker(rank, world_size, port, timeout_s, fn, args, pipe):
     try:
         import torch.distributed as dist
 
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                                world_size=world_size, timeout=timedelta(seconds=timeout_s))
+        dist.init_process_group(
+            "gloo",
+            init_method=f"tcp://127.0.0.1:{port}",
+            rank=rank,
+            world_size=world_size,
+            timeout=timedelta(seconds=timeout_s),
+        )
         value = fn(rank, world_size, *args)
     except Exception as e:
         pipe.send(_Failure(time.monotonic(), f"rank {rank}: {type(e).__name__}: {_one_line(e)}"))

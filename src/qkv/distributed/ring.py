@@ -26,8 +26,18 @@ from qkv import steps
 from qkv.checks import scale_factor, temperature_value
 
 
-def ring_attention(q, k, v, *, causal: bool = False, scale=None, temperature: float = 1.0,
-                   group=None, chunk_bytes: int = 1 << 26, stats: dict | None = None):
+def ring_attention(
+    q,
+    k,
+    v,
+    *,
+    causal: bool = False,
+    scale=None,
+    temperature: float = 1.0,
+    group=None,
+    chunk_bytes: int = 1 << 26,
+    stats: dict | None = None,
+):
     """Exact attention over the whole sequence, for this rank's slice of it.
 
     q (..., L_r, d_k), k (..., L_r, d_k), v (..., L_r, d_v): this rank's contiguous slice of the
@@ -39,11 +49,15 @@ def ring_attention(q, k, v, *, causal: bool = False, scale=None, temperature: fl
     """
     group = group or dist.group.WORLD
     if q.shape[-2] != k.shape[-2] or k.shape[-2] != v.shape[-2]:
-        raise ValueError(f"q, k and v must hold the same positions of the sequence (axis -2), "
-                         f"got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+        raise ValueError(
+            f"q, k and v must hold the same positions of the sequence (axis -2), "
+            f"got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
     if q.shape[-1] != k.shape[-1] or q.shape[:-2] != k.shape[:-2] or k.shape[:-2] != v.shape[:-2]:
-        raise ValueError(f"q and k must share d_k and every axis but the sequence, and so must "
-                         f"v; got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}")
+        raise ValueError(
+            f"q and k must share d_k and every axis but the sequence, and so must "
+            f"v; got q {tuple(q.shape)}, k {tuple(k.shape)}, v {tuple(v.shape)}"
+        )
     factor = scale_factor(scale, q.shape[-1])
     tau = temperature_value(temperature)
     lengths = _lengths(q.shape[-2], group)
@@ -65,7 +79,9 @@ class _Plan(NamedTuple):
 
 def _masked_scores(q, kb, plan, mask):
     """The reference path's steps for one block: scores ·scale ÷τ, then the mask."""
-    return steps.apply_mask(steps.temper(steps.scale(steps.scores(q, kb), plan.scale), plan.tau), mask)
+    return steps.apply_mask(
+        steps.temper(steps.scale(steps.scores(q, kb), plan.scale), plan.tau), mask
+    )
 
 
 class _Ring(torch.autograd.Function):
@@ -85,7 +101,8 @@ class _Ring(torch.autograd.Function):
                     masked = _masked_scores(q[..., rows, :], block[0], plan, m)
                     z_b = steps.weighted_sum(steps.softmax(masked, m), block[1], m)
                     z[..., rows, :], lse[..., rows] = steps.merge_partials(
-                        z[..., rows, :], lse[..., rows], z_b, steps.logsumexp(masked, m))
+                        z[..., rows, :], lse[..., rows], z_b, steps.logsumexp(masked, m)
+                    )
             if pending is not None:
                 block = pending.wait()
         ctx.save_for_backward(q, k, v, z, lse)
@@ -117,8 +134,11 @@ class _Ring(torch.autograd.Function):
                     dq[..., rows, :] += c * (ds @ kb)  # s = c·q·kᵀ with c = scale/τ
                     dk = dk + c * (ds.mT @ qc)
             # after N passes the block and its gradients are back with their owner
-            block = (kb, vb, dk, dv) if ring.size == 1 else ring.pass_on(block[:2] + (dk, dv),
-                                                                         owner).wait()
+            block = (
+                (kb, vb, dk, dv)
+                if ring.size == 1
+                else ring.pass_on(block[:2] + (dk, dv), owner).wait()
+            )
         ctx.stats["bytes_sent_backward"] = ring.bytes_sent
         return dq, block[2], block[3], None, None
 
@@ -135,8 +155,9 @@ def _row_chunks(q, kb, budget: int) -> list[slice]:
 def _lengths(n: int, group) -> list[int]:
     """Every rank's slice length, in rank order."""
     device = "cuda" if dist.get_backend(group) == "nccl" else "cpu"
-    sizes = [torch.zeros(1, dtype=torch.int64, device=device)
-             for _ in range(dist.get_world_size(group))]
+    sizes = [
+        torch.zeros(1, dtype=torch.int64, device=device) for _ in range(dist.get_world_size(group))
+    ]
     dist.all_gather(sizes, torch.tensor([n], dtype=torch.int64, device=device), group=group)
     return [int(s) for s in sizes]
 

@@ -43,12 +43,16 @@ class AttentionDims:
         if self.n_kv_heads is not None:
             positive_int("n_kv_heads", self.n_kv_heads)
         if self.d_model % self.n_heads:
-            raise ValueError(f"d_model must be divisible by n_heads, got d_model={self.d_model}, "
-                             f"n_heads={self.n_heads} (d_model / n_heads = "
-                             f"{self.d_model / self.n_heads:.4g})")
+            raise ValueError(
+                f"d_model must be divisible by n_heads, got d_model={self.d_model}, "
+                f"n_heads={self.n_heads} (d_model / n_heads = "
+                f"{self.d_model / self.n_heads:.4g})"
+            )
         if self.n_heads % self.kv_heads:
-            raise ValueError(f"n_heads must be divisible by n_kv_heads, got n_heads="
-                             f"{self.n_heads}, n_kv_heads={self.kv_heads}")
+            raise ValueError(
+                f"n_heads must be divisible by n_kv_heads, got n_heads="
+                f"{self.n_heads}, n_kv_heads={self.kv_heads}"
+            )
 
     @property
     def kv_heads(self) -> int:
@@ -78,11 +82,11 @@ class AttentionDims:
 
     @property
     def scores_per_head(self) -> int:
-        return self.context ** 2
+        return self.context**2
 
     @property
     def scores_per_layer(self) -> int:
-        return self.n_heads * self.context ** 2
+        return self.n_heads * self.context**2
 
     def flops(self) -> dict[str, int]:
         """Forward matmul FLOPs of one layer at context T, by part."""
@@ -101,34 +105,74 @@ class AttentionDims:
     def to_dict(self) -> dict:
         f = self.flops()
         return {
-            "name": self.name, "d_model": self.d_model, "n_heads": self.n_heads,
-            "n_kv_heads": self.kv_heads, "d_head": self.d_head, "sqrt_d_head": self.sqrt_d_head,
-            "context": self.context, "layers": self.layers,
-            "parameters": self.parameters(), "params_per_layer": self.params_per_layer,
+            "name": self.name,
+            "d_model": self.d_model,
+            "n_heads": self.n_heads,
+            "n_kv_heads": self.kv_heads,
+            "d_head": self.d_head,
+            "sqrt_d_head": self.sqrt_d_head,
+            "context": self.context,
+            "layers": self.layers,
+            "parameters": self.parameters(),
+            "params_per_layer": self.params_per_layer,
             "params_all_layers": self.params_per_layer * self.layers,
-            "scores_per_head": self.scores_per_head, "scores_per_layer": self.scores_per_layer,
+            "scores_per_head": self.scores_per_head,
+            "scores_per_layer": self.scores_per_layer,
             "score_bytes_per_layer": {k: b * self.scores_per_layer for k, b in BYTES.items()},
-            "flops_per_layer": f, "flops_per_layer_total": sum(f.values()),
-            "kv_cache_bytes_per_token": {k: b * self.kv_cache_values_per_token()
-                                         for k, b in BYTES.items()},
+            "flops_per_layer": f,
+            "flops_per_layer_total": sum(f.values()),
+            "kv_cache_bytes_per_token": {
+                k: b * self.kv_cache_values_per_token() for k, b in BYTES.items()
+            },
         }
 
 
 # The configurations the tutorials and the real models use. Layers are given where known.
-MODELS: dict[str, AttentionDims] = {m.name: m for m in (
-    AttentionDims(384, 12, name="andrea-12m", note="ANDREA-12M exercise (layers not given)"),
-    AttentionDims(768, 12, context=1024, name="andrea-120m",
-                  note="ANDREA-120M table: d_model 768, 12 heads, T = 1024 (layers not given)"),
-    AttentionDims(1536, 24, name="andrea-480m", note="ANDREA-480M exercise (layers not given)"),
-    AttentionDims(4096, 32, name="andrea-2b", note="ANDREA-2B exercise (layers not given)"),
-    AttentionDims(64, 4, name="mini-gpt", note="the Mini-GPT: no biases (layers not given)"),
-    AttentionDims(768, 12, context=1024, layers=12, qkv_bias=True, out_bias=True,
-                  name="gpt2-small", note="GPT-2 small: biases on Q, K, V and W_O"),
-    AttentionDims(384, 12, context=512, layers=6, qkv_bias=True, out_bias=True,
-                  name="minilm-l6", note="all-MiniLM-L6-v2 (BERT-style, biases)"),
-    AttentionDims(576, 9, n_kv_heads=3, context=8192, layers=30, name="smollm2-135m",
-                  note="SmolLM2-135M: grouped-query attention, no biases"),
-)}
+MODELS: dict[str, AttentionDims] = {
+    m.name: m
+    for m in (
+        AttentionDims(384, 12, name="andrea-12m", note="ANDREA-12M exercise (layers not given)"),
+        AttentionDims(
+            768,
+            12,
+            context=1024,
+            name="andrea-120m",
+            note="ANDREA-120M table: d_model 768, 12 heads, T = 1024 (layers not given)",
+        ),
+        AttentionDims(1536, 24, name="andrea-480m", note="ANDREA-480M exercise (layers not given)"),
+        AttentionDims(4096, 32, name="andrea-2b", note="ANDREA-2B exercise (layers not given)"),
+        AttentionDims(64, 4, name="mini-gpt", note="the Mini-GPT: no biases (layers not given)"),
+        AttentionDims(
+            768,
+            12,
+            context=1024,
+            layers=12,
+            qkv_bias=True,
+            out_bias=True,
+            name="gpt2-small",
+            note="GPT-2 small: biases on Q, K, V and W_O",
+        ),
+        AttentionDims(
+            384,
+            12,
+            context=512,
+            layers=6,
+            qkv_bias=True,
+            out_bias=True,
+            name="minilm-l6",
+            note="all-MiniLM-L6-v2 (BERT-style, biases)",
+        ),
+        AttentionDims(
+            576,
+            9,
+            n_kv_heads=3,
+            context=8192,
+            layers=30,
+            name="smollm2-135m",
+            note="SmolLM2-135M: grouped-query attention, no biases",
+        ),
+    )
+}
 
 
 def model(name: str) -> AttentionDims:
@@ -145,7 +189,7 @@ def count(n: int) -> str:
 
 def nbytes(n: int) -> str:
     """1,048,576 B (1.00 MiB)."""
-    for unit, size in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= size:
             return f"{n:,} B ({n / size:.2f} {unit})"
     return f"{n:,} B"
@@ -155,17 +199,30 @@ def sections(c: AttentionDims) -> list[Section]:
     """The configuration told as sections: sizes, parameters, scores, FLOPs, KV cache."""
     H, G, T, dh = c.n_heads, c.kv_heads, c.context, c.d_head
     title = c.name or f"d_model {c.d_model}, {H} heads"
-    head = [f"d_model = {c.d_model}, n_heads = {H}, n_kv_heads = {G}, context T = {count(T)}, "
-            f"layers = {c.layers}"] + ([c.note] if c.note else [])
-    sizes = [f"d_head = d_model / n_heads = {c.d_model} / {H} = {dh}",
-             f"√d_head = √{dh} = {c.sqrt_d_head:.2f}  (every score is divided by it)"]
+    head = [
+        f"d_model = {c.d_model}, n_heads = {H}, n_kv_heads = {G}, context T = {count(T)}, "
+        f"layers = {c.layers}"
+    ] + ([c.note] if c.note else [])
+    sizes = [
+        f"d_head = d_model / n_heads = {c.d_model} / {H} = {dh}",
+        f"√d_head = √{dh} = {c.sqrt_d_head:.2f}  (every score is divided by it)",
+    ]
     if G != H:
-        sizes.append(f"grouped-query attention: {G} K/V heads, each shared by {H // G} query "
-                     f"heads, so K and V are {G}·{dh} = {G * dh} wide instead of {H * dh}")
+        sizes.append(
+            f"grouped-query attention: {G} K/V heads, each shared by {H // G} query "
+            f"heads, so K and V are {G}·{dh} = {G * dh} wide instead of {H * dh}"
+        )
 
-    shapes = {"W_Q": (c.d_model, H * dh), "W_K": (c.d_model, G * dh), "W_V": (c.d_model, G * dh),
-              "W_O": (H * dh, c.d_model), "b_Q": (H * dh,), "b_K": (G * dh,), "b_V": (G * dh,),
-              "b_O": (c.d_model,)}
+    shapes = {
+        "W_Q": (c.d_model, H * dh),
+        "W_K": (c.d_model, G * dh),
+        "W_V": (c.d_model, G * dh),
+        "W_O": (H * dh, c.d_model),
+        "b_Q": (H * dh,),
+        "b_K": (G * dh,),
+        "b_V": (G * dh,),
+        "b_O": (c.d_model,),
+    }
     params = c.parameters()
     rows = [(n, " × ".join(str(s) for s in shapes[n]), count(p)) for n, p in params.items()]
     rows.append(("total", "", count(c.params_per_layer)))
@@ -173,16 +230,29 @@ def sections(c: AttentionDims) -> list[Section]:
         rows.append((f"× {c.layers} layers", "", count(c.params_per_layer * c.layers)))
     no_bias = "" if c.qkv_bias or c.out_bias else "no biases"
 
-    mem = [(f"score matrix, {dt}", nbytes(b * c.scores_per_head), nbytes(b * c.scores_per_layer))
-           for dt, b in BYTES.items()]
-    scores = Table(("", "per head", f"per layer ({H} heads)"),
-                   (("scores", f"{count(T)} × {count(T)} = {count(c.scores_per_head)}",
-                     count(c.scores_per_layer)), *mem))
+    mem = [
+        (f"score matrix, {dt}", nbytes(b * c.scores_per_head), nbytes(b * c.scores_per_layer))
+        for dt, b in BYTES.items()
+    ]
+    scores = Table(
+        ("", "per head", f"per layer ({H} heads)"),
+        (
+            (
+                "scores",
+                f"{count(T)} × {count(T)} = {count(c.scores_per_head)}",
+                count(c.scores_per_layer),
+            ),
+            *mem,
+        ),
+    )
 
     f = c.flops()
-    formulas = {"Q, K, V projections": f"2·T·d_model·(H + 2G)·d_head",
-                "W_O projection": "2·T·H·d_head·d_model",
-                "scores q·kᵀ": "2·H·T²·d_head", "weights·v": "2·H·T²·d_head"}
+    formulas = {
+        "Q, K, V projections": "2·T·d_model·(H + 2G)·d_head",
+        "W_O projection": "2·T·H·d_head·d_model",
+        "scores q·kᵀ": "2·H·T²·d_head",
+        "weights·v": "2·H·T²·d_head",
+    }
     frows = [(part, formulas[part], count(n)) for part, n in f.items()]
     linear = f["Q, K, V projections"] + f["W_O projection"]
     quadratic = f["scores q·kᵀ"] + f["weights·v"]
@@ -191,22 +261,30 @@ def sections(c: AttentionDims) -> list[Section]:
         frows.append((f"× {c.layers} layers", "", count((linear + quadratic) * c.layers)))
 
     kv = c.kv_cache_values_per_token()
-    kv_lines = [f"2 (k and v) × {G} K/V heads × d_head {dh} × {c.layers} "
-                f"layer{'s' if c.layers > 1 else ''} = {count(kv)} "
-                f"numbers per token"]
-    kv_lines += [f"{dt}: {nbytes(b * kv)} per token, {nbytes(b * kv * T)} for T = {count(T)}"
-                 for dt, b in BYTES.items()]
+    kv_lines = [
+        f"2 (k and v) × {G} K/V heads × d_head {dh} × {c.layers} "
+        f"layer{'s' if c.layers > 1 else ''} = {count(kv)} "
+        f"numbers per token"
+    ]
+    kv_lines += [
+        f"{dt}: {nbytes(b * kv)} per token, {nbytes(b * kv * T)} for T = {count(T)}"
+        for dt, b in BYTES.items()
+    ]
     return [
         Section(title, tuple(head)),
         Section("sizes", tuple(sizes)),
-        section("parameters of one attention layer" + (f" ({no_bias})" if no_bias else ""),
-                Table(("weight", "shape", "parameters"), tuple(rows)),
-                f"W_Q + W_K + W_V = {count(params['W_Q'] + params['W_K'] + params['W_V'])}; "
-                f"W_O = {count(params['W_O'])}"),
+        section(
+            "parameters of one attention layer" + (f" ({no_bias})" if no_bias else ""),
+            Table(("weight", "shape", "parameters"), tuple(rows)),
+            f"W_Q + W_K + W_V = {count(params['W_Q'] + params['W_K'] + params['W_V'])}; "
+            f"W_O = {count(params['W_O'])}",
+        ),
         section(f"scores at context T = {count(T)}", scores),
-        section(f"forward FLOPs at T = {count(T)} (matmuls, 2 per multiply-add)",
-                Table(("part", "formula", "FLOPs"), tuple(frows)),
-                f"the T² part (q·kᵀ and weights·v) is {100 * quadratic / (linear + quadratic):.1f}%"
-                f" of it; it grows with T², the projections only with T"),
+        section(
+            f"forward FLOPs at T = {count(T)} (matmuls, 2 per multiply-add)",
+            Table(("part", "formula", "FLOPs"), tuple(frows)),
+            f"the T² part (q·kᵀ and weights·v) is {100 * quadratic / (linear + quadratic):.1f}%"
+            f" of it; it grows with T², the projections only with T",
+        ),
         Section("KV cache", tuple(kv_lines)),
     ]

@@ -27,8 +27,10 @@ class Table:
     def __post_init__(self):
         for row in self.rows:
             if len(row) != len(self.columns):
-                raise ValueError(f"every row needs {len(self.columns)} cells to match the columns "
-                                 f"{self.columns}, got {len(row)}: {row}")
+                raise ValueError(
+                    f"every row needs {len(self.columns)} cells to match the columns "
+                    f"{self.columns}, got {len(row)}: {row}"
+                )
 
     def text_lines(self) -> list[str]:
         """The table as aligned text: names left-aligned, numbers right-aligned."""
@@ -36,8 +38,7 @@ class Table:
         widths = [max(len(r[c]) for r in grid) for c in range(len(self.columns))]
         out = []
         for r in grid:
-            cells = [r[0].ljust(widths[0])] + [r[c].rjust(widths[c])
-                                               for c in range(1, len(r))]
+            cells = [r[0].ljust(widths[0])] + [r[c].rjust(widths[c]) for c in range(1, len(r))]
             out.append("  ".join(cells).rstrip())
         return out
 
@@ -147,11 +148,16 @@ def render_rich(sections: list[Section], console=None) -> None:
         console.print(Text(sec.title, style="bold cyan"))
         for b in _blocks(sec):
             if isinstance(b, Table):
-                t = RichTable(show_header=True, header_style="bold", box=None, padding=(0, 1),
-                              pad_edge=False)
+                t = RichTable(
+                    show_header=True, header_style="bold", box=None, padding=(0, 1), pad_edge=False
+                )
                 for c, name in enumerate(b.columns):
-                    t.add_column(Text(name), justify="left" if c == 0 else "right",
-                                 style="magenta" if c == 0 else None, no_wrap=True)
+                    t.add_column(
+                        Text(name),
+                        justify="left" if c == 0 else "right",
+                        style="magenta" if c == 0 else None,
+                        no_wrap=True,
+                    )
                 for n, r in enumerate(b.rows):
                     t.add_row(*map(Text, r), style="bold yellow" if n == b.highlight else None)
                 console.print(Padding(t, (0, 0, 0, 2), expand=False))

@@ -12,8 +12,15 @@ SIZE = (800, 600)  # pixels
 DPI = 100
 
 
-def weights_png(trace, path, *, query: int | None = None, head: int | None = None,
-                title: str = "", size: tuple[int, int] = SIZE) -> tuple[int, int]:
+def weights_png(
+    trace,
+    path,
+    *,
+    query: int | None = None,
+    head: int | None = None,
+    title: str = "",
+    size: tuple[int, int] = SIZE,
+) -> tuple[int, int]:
     """Write the weights of one head of ``trace`` to ``path``; returns the (width, height) in px."""
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -44,8 +51,7 @@ def weights_png(trace, path, *, query: int | None = None, head: int | None = Non
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     cmap = matplotlib.colormaps["Blues"].with_extremes(bad="#d0d0d0")
-    img = ax.imshow(np.ma.masked_where(~allowed, w), cmap=cmap, vmin=0.0, vmax=1.0,
-                    aspect="auto")
+    img = ax.imshow(np.ma.masked_where(~allowed, w), cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto")
     fig.colorbar(img, ax=ax, label="weight")
     small = L * S <= 144
     for r in range(L):
@@ -53,19 +59,30 @@ def weights_png(trace, path, *, query: int | None = None, head: int | None = Non
             if not allowed[r, c]:
                 ax.text(c, r, "×", ha="center", va="center", color="#606060", fontsize=12)
             elif small:
-                ax.text(c, r, f"{w[r, c]:.2f}", ha="center", va="center", fontsize=9,
-                        color="white" if w[r, c] > 0.6 else "black")
+                ax.text(
+                    c,
+                    r,
+                    f"{w[r, c]:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=9,
+                    color="white" if w[r, c] > 0.6 else "black",
+                )
     if query is not None:
-        ax.add_patch(Rectangle((-0.5, query - 0.5), S, 1, fill=False, edgecolor="#d62728",
-                               linewidth=2.5))
+        ax.add_patch(
+            Rectangle((-0.5, query - 0.5), S, 1, fill=False, edgecolor="#d62728", linewidth=2.5)
+        )
     tilt = S > 6
     ax.set_xticks(range(S), cols, rotation=45 if tilt else 0, ha="right" if tilt else "center")
     ax.set_yticks(range(L), rows)
     ax.set_xlabel("keys")
     ax.set_ylabel("queries")
     where = f", head {head}" if heads else ""
-    ax.set_title((title + where + " — " if title else "") + "attention weights"
-                 + (" (× = masked)" if not allowed.all() else ""))
+    ax.set_title(
+        (title + where + " — " if title else "")
+        + "attention weights"
+        + (" (× = masked)" if not allowed.all() else "")
+    )
     fig.subplots_adjust(left=0.15, right=0.97, bottom=0.15, top=0.9)
     fig.savefig(path, dpi=DPI)
     return size

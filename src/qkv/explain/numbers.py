@@ -8,8 +8,10 @@ import math
 
 import numpy as np
 
-ROUNDED = ("≈: the terms are shown rounded, so they may not add up to the total exactly; the "
-           "total adds their unrounded values")
+ROUNDED = (
+    "≈: the terms are shown rounded, so they may not add up to the total exactly; the "
+    "total adds their unrounded values"
+)
 
 
 def fmt(x: float, digits: int = 2) -> str:
@@ -41,7 +43,7 @@ def factor(b: float, digits: int) -> str:
 
 
 def equals(shown: float | None, total: float, digits: int = 2) -> str:
-    """" = total", or " ≈ total" when ``shown`` (what the rounded terms on the page add up to)
+    """ " = total", or " ≈ total" when ``shown`` (what the rounded terms on the page add up to)
     rounds to something else; None: the terms are abbreviated, so there is nothing to check."""
     text = fmt(total, digits)
     return f" ≈ {text}" if shown is not None and fmt(shown, digits) != text else f" = {text}"
@@ -50,7 +52,7 @@ def equals(shown: float | None, total: float, digits: int = 2) -> str:
 def dot_terms(q, k, digits: int = 2, limit: int = 8) -> str:
     """q·k written out term by term: 1.00×0.50 + 0.20×(-1.00) + … = 0.71 (≈ where the rounded
     factors shown multiply and add up to something else)."""
-    pairs = list(zip(np.ravel(q), np.ravel(k)))
+    pairs = list(zip(np.ravel(q), np.ravel(k), strict=False))
     shown = [(float(fmt(a, digits)), float(fmt(b, digits))) for a, b in pairs[:limit]]
     terms = [f"{fmt(a, digits)}×{factor(b, digits)}" for a, b in pairs[:limit]]
     if len(pairs) > limit:
@@ -60,10 +62,11 @@ def dot_terms(q, k, digits: int = 2, limit: int = 8) -> str:
 
 
 def rounded_sum(a, what: str, digits: int = 3) -> str:
-    """"" when the column of ``a`` shown with ``digits`` decimals adds up to the sum shown, else a
+    """ "" when the column of ``a`` shown with ``digits`` decimals adds up to the sum shown, else a
     note saying that the values shown are rounded and what they add up to."""
     shown = sum(float(fmt(e, digits)) for e in np.ravel(a))
     if fmt(shown, digits) == fmt(np.sum(a), digits):
         return ""
-    return (f" (the {what} shown are rounded to {digits} decimals: they add up to "
-            f"{fmt(shown, digits)})")
+    return (
+        f" (the {what} shown are rounded to {digits} decimals: they add up to {fmt(shown, digits)})"
+    )

@@ -14,14 +14,34 @@ import math
 
 import numpy as np
 
-from qkv.explain.format import (Formula, Section, Table, render_markdown, render_plain, render_rich,
-                                section)
+from qkv.explain.format import (
+    Formula,
+    Section,
+    Table,
+    render_markdown,
+    render_plain,
+    render_rich,
+    section,
+)
 from qkv.explain.numbers import ROUNDED, dot_terms, equals, factor, fmt, vec
 from qkv.explain.softmax_section import is_default_scale, softmax_section, tau_text
 from qkv.steps import kv_head
 
-__all__ = ["walkthrough", "Section", "Table", "render_plain", "render_markdown", "render_rich",
-           "fmt", "vec", "dot_terms", "labels", "visible", "select_label", "ROUNDED"]
+__all__ = [
+    "walkthrough",
+    "Section",
+    "Table",
+    "render_plain",
+    "render_markdown",
+    "render_rich",
+    "fmt",
+    "vec",
+    "dot_terms",
+    "labels",
+    "visible",
+    "select_label",
+    "ROUNDED",
+]
 
 FULL_MATRIX_MAX = 36  # matrices with at most this many entries are printed in full
 
@@ -38,8 +58,9 @@ def visible(token: str) -> str:
 def labels(tokens, n: int) -> list[str]:
     """Row names for n positions: the token (edge spaces shown as ␣), with @position added
     where a token repeats."""
-    toks = ([visible(t) for t in tokens] if tokens and len(tokens) == n
-            else [str(j) for j in range(n)])
+    toks = (
+        [visible(t) for t in tokens] if tokens and len(tokens) == n else [str(j) for j in range(n)]
+    )
     return [t if toks.count(t) == 1 else f"{t}@{j}" for j, t in enumerate(toks)]
 
 
@@ -57,27 +78,33 @@ def select_label(tokens, text: str) -> int | None:
         return None
     j = int(pos)
     if j >= len(tokens):
-        raise ValueError(f"{text!r}: position {j} is past the last token; positions run 0-"
-                         f"{len(tokens) - 1}")
+        raise ValueError(
+            f"{text!r}: position {j} is past the last token; positions run 0-{len(tokens) - 1}"
+        )
     here = tokens[j]
     if token in (here, visible(here)) or token.strip().lower() == here.strip().lower():
         return j
-    raise ValueError(f"{text!r}: position {j} holds {visible(here)!r}, not {token!r}; "
-                     f"choose one of {names}")
+    raise ValueError(
+        f"{text!r}: position {j} holds {visible(here)!r}, not {token!r}; choose one of {names}"
+    )
 
 
-def _matrix(a, rows: list[str], prefix: str, digits: int = 2, limit: int = 8,
-            highlight: int | None = None) -> Table:
+def _matrix(
+    a, rows: list[str], prefix: str, digits: int = 2, limit: int = 8, highlight: int | None = None
+) -> Table:
     a = np.asarray(a)
     cols = [f"{prefix}[{c}]" for c in range(min(a.shape[1], limit))]
     more = a.shape[1] > limit
-    body = tuple((rows[r], *(fmt(e, digits) for e in a[r, :limit]), *(("…",) if more else ()))
-                 for r in range(a.shape[0]))
+    body = tuple(
+        (rows[r], *(fmt(e, digits) for e in a[r, :limit]), *(("…",) if more else ()))
+        for r in range(a.shape[0])
+    )
     return Table(("", *cols, *(("…",) if more else ())), body, highlight)
 
 
-def walkthrough(trace, i: int, *, head: int | None = None, weights: dict | None = None
-                ) -> list[Section]:
+def walkthrough(
+    trace, i: int, *, head: int | None = None, weights: dict | None = None
+) -> list[Section]:
     """The steps of attention for query i of a trace (one head when there are several).
 
     weights: optional {"W_Q", "W_K", "W_V"} (2-D, or 3-D with heads first) to print the
@@ -98,8 +125,10 @@ def walkthrough(trace, i: int, *, head: int | None = None, weights: dict | None 
 
     W = pick(trace["weights"])  # (L, S)
     if W.ndim != 2:
-        raise ValueError(f"walkthrough explains one sequence: expected weights of shape "
-                         f"([n_heads,] L, S), got {tuple(trace['weights'].shape)}")
+        raise ValueError(
+            f"walkthrough explains one sequence: expected weights of shape "
+            f"([n_heads,] L, S), got {tuple(trace['weights'].shape)}"
+        )
     L, S = W.shape
     if not -L <= i < L:
         raise ValueError(f"query index must be in [0, {L}), got {i}")
@@ -116,8 +145,11 @@ def walkthrough(trace, i: int, *, head: int | None = None, weights: dict | None 
     if "x" in trace:
         x = trace["x"]
         title = f"1. input vectors X ({x.shape[0]}×{x.shape[1]}, one row per token)"
-        sections.append(section(title, _matrix(x, rows, "x", highlight=i),
-                                f"selected query: {me} (position {i})"))
+        sections.append(
+            section(
+                title, _matrix(x, rows, "x", highlight=i), f"selected query: {me} (position {i})"
+            )
+        )
     sections.append(_projections(trace, i, rows, cols, where, pick, pick_kv, weights, head))
     sections.append(_scores(trace, i, rows, cols, pick, pick_kv, mask_row))
     sections.append(softmax_section(trace, i, rows, cols, pick, mask_row, head))
@@ -125,8 +157,9 @@ def walkthrough(trace, i: int, *, head: int | None = None, weights: dict | None 
     if heads and "head_out" in trace:
         sections.append(_heads(trace, i, rows))
 
-    sections.append(Section("formula", tuple(Formula(line)
-                                             for line in formula(s, biased="biased" in trace))))
+    sections.append(
+        Section("formula", tuple(Formula(line) for line in formula(s, biased="biased" in trace)))
+    )
     return [_with_note(sec) for sec in sections]
 
 
@@ -151,17 +184,22 @@ def formula(s: dict, *, biased: bool = False) -> list[str]:
     if is_default_scale(s):
         head = f"{softmax}(mask({inner}))·V with {shape}, √d_k = {fmt(math.sqrt(d_k), 3)}"
     else:
-        head = (f"{softmax}(mask({inner}))·V with {shape}, c = {fmt(s['scale'], 3)} in place of "
-                f"1/√d_k")
-    extra = [f"cap = {fmt(s['softcap'], 3)}" if s.get("softcap") is not None else "",
-             "B: the bias" if biased else "",
-             "softmax₊sink: a sink logit joins each row's denominator" if s.get("sinks") else ""]
+        head = (
+            f"{softmax}(mask({inner}))·V with {shape}, c = {fmt(s['scale'], 3)} in place of 1/√d_k"
+        )
+    extra = [
+        f"cap = {fmt(s['softcap'], 3)}" if s.get("softcap") is not None else "",
+        "B: the bias" if biased else "",
+        "softmax₊sink: a sink logit joins each row's denominator" if s.get("sinks") else "",
+    ]
     head += "".join(f", {e}" for e in extra if e)
     lines = [f"Z = {head}, τ = {tau_text(tau)} → Z ({L}×{d_v})"]
     if s.get("n_heads"):
         lines[0] = f"per head: {lines[0]}"
-        lines.append(f"out = Σ_h Z_h·W_O^h + b_O over {s['n_heads']} heads "
-                     f"({s.get('n_kv_heads') or s['n_heads']} K/V heads)")
+        lines.append(
+            f"out = Σ_h Z_h·W_O^h + b_O over {s['n_heads']} heads "
+            f"({s.get('n_kv_heads') or s['n_heads']} K/V heads)"
+        )
     return lines
 
 
@@ -179,16 +217,21 @@ def _projections(trace, i, rows, cols, where, pick, pick_kv, weights, head):
         Wq = mats["W_Q"]
         if Wq.size <= FULL_MATRIX_MAX and Wq.shape[0] <= 4:
             blocks.append(f"q[{me}] = x[{me}]·W_Q, one column at a time:")
-            blocks += [Formula(f"  q[{me}][{c}] = {dot_terms(x[i], Wq[:, c])}")
-                       for c in range(Wq.shape[1])]
+            blocks += [
+                Formula(f"  q[{me}][{c}] = {dot_terms(x[i], Wq[:, c])}") for c in range(Wq.shape[1])
+            ]
     if "rope" in trace and head is not None:
         blocks += _rotary(trace, i, me, head, q)
-        blocks.append("every key k = RoPE(x·W_K) (what a token offers to be matched on, turned "
-                      "by its position) and value v = x·W_V (what it hands back, not turned):")
+        blocks.append(
+            "every key k = RoPE(x·W_K) (what a token offers to be matched on, turned "
+            "by its position) and value v = x·W_V (what it hands back, not turned):"
+        )
     else:
         blocks.append(Formula(f"q[{me}] = x[{me}]·W_Q = {vec(q[i])}"))
-        blocks.append("every key k = x·W_K (what a token offers to be matched on) and value "
-                      "v = x·W_V (what it hands back):")
+        blocks.append(
+            "every key k = x·W_K (what a token offers to be matched on) and value "
+            "v = x·W_V (what it hands back):"
+        )
     if k.shape[1] + v.shape[1] <= 12:
         kv = np.concatenate([k, v], axis=1)  # (S, d_k + d_v)
         names = [f"k[{c}]" for c in range(k.shape[1])] + [f"v[{c}]" for c in range(v.shape[1])]
@@ -203,12 +246,14 @@ def _rotary(trace, i, me, head, q) -> list[str]:
     them before rotation, the n_heads query heads then the n_kv_heads key heads."""
     before = trace["rope"][..., head, :, :][i]  # (d_head,)
     base = trace.settings.get("rope_base")
-    return [f"q and k are taken after the rotary position embedding: q = RoPE(x·W_Q), "
-            f"k = RoPE(x·W_K); RoPE turns each pair of dimensions by an angle proportional to "
-            f"the token's position" + (f" (base {base:g})" if base else "") + ", so q·k "
-            f"depends on how far apart the two tokens are",
-            Formula(f"before rotation: x[{me}]·W_Q = {vec(before)}"),
-            Formula(f"after rotation (position {i}): q[{me}] = RoPE(x[{me}]·W_Q) = {vec(q[i])}")]
+    return [
+        "q and k are taken after the rotary position embedding: q = RoPE(x·W_Q), "
+        "k = RoPE(x·W_K); RoPE turns each pair of dimensions by an angle proportional to "
+        "the token's position" + (f" (base {base:g})" if base else "") + ", so q·k "
+        "depends on how far apart the two tokens are",
+        Formula(f"before rotation: x[{me}]·W_Q = {vec(before)}"),
+        Formula(f"after rotation (position {i}): q[{me}] = RoPE(x[{me}]·W_Q) = {vec(q[i])}"),
+    ]
 
 
 def _head_matrix(weights, name: str, head) -> np.ndarray:
@@ -224,14 +269,18 @@ def _scores(trace, i, rows, cols, pick, pick_kv, mask_row):
     scores = pick(trace["scores"])[i]
     me = rows[i]
     S = scores.shape[0]
-    table = Table(("key", f"score = q[{me}]·k"),
-                  tuple((cols[j], fmt(scores[j])) for j in range(S)))
+    table = Table(("key", f"score = q[{me}]·k"), tuple((cols[j], fmt(scores[j])) for j in range(S)))
     blocks = [f"each key is compared with q[{me}] by a dot product:", table]
     if S:
         shown = np.where(mask_row, scores, -np.inf)
         best = int(np.argmax(shown)) if mask_row.any() else int(np.argmax(scores))
-        which = ("" if mask_row.all() else " among the keys it may see" if mask_row.any() else
-                 " (every key is masked for it)")
+        which = (
+            ""
+            if mask_row.all()
+            else " among the keys it may see"
+            if mask_row.any()
+            else " (every key is masked for it)"
+        )
         blocks.append(f"term by term, the highest one{which}:")
         blocks.append(Formula(f"  q[{me}]·k[{cols[best]}] = {dot_terms(q[i], k[best])}"))
     return section("3. scores = q·kᵀ", *blocks)
@@ -245,11 +294,18 @@ def _mix(trace, i, rows, cols, pick, pick_kv, head):
     z = pick(trace["z"])[i]
     S, d_v = terms.shape
     short = 8 if d_v <= 8 else 4  # two long vectors side by side: keep each row readable
-    table = Table(("key", "weight", "v", "weight × v"),
-                  tuple((cols[j], fmt(w[j], 3), vec(v[j], limit=short),
-                         vec(terms[j], limit=short)) for j in range(S)))
-    blocks = ["each key hands back its value v, scaled by its weight:", table,
-              "z adds those rows up, one dimension at a time:"]
+    table = Table(
+        ("key", "weight", "v", "weight × v"),
+        tuple(
+            (cols[j], fmt(w[j], 3), vec(v[j], limit=short), vec(terms[j], limit=short))
+            for j in range(S)
+        ),
+    )
+    blocks = [
+        "each key hands back its value v, scaled by its weight:",
+        table,
+        "z adds those rows up, one dimension at a time:",
+    ]
     for d in range(min(d_v, 8)):
         parts = " + ".join(factor(t, 2) for t in terms[:, d]) if S <= 12 else "…"
         shown = sum(float(fmt(t)) for t in terms[:, d]) if S <= 12 else None
@@ -272,12 +328,16 @@ def _heads(trace, i, rows):
     body = [(f"head {h}: z·W_O^{h}", *(fmt(e) for e in head_out[h][:n])) for h in range(H)]
     body.append(("b_O", *(fmt(e) for e in b_O[:n])))
     body.append(("out = Σ_h + b_O", *(fmt(e) for e in out[:n])))
-    blocks.append(f"each head's z goes through its own W_O^h into the model's {d_model} "
-                  f"dimensions, then they are added:")
+    blocks.append(
+        f"each head's z goes through its own W_O^h into the model's {d_model} "
+        f"dimensions, then they are added:"
+    )
     blocks.append(Table(("", *(f"out[{c}]" for c in range(n))), tuple(body)))
     shown = np.array([[float(c) for c in r[1:]] for r in body[:-1]]).sum(axis=0)  # (n,)
     if [fmt(e) for e in shown] != list(body[-1][1:]):
-        blocks.append("the rows above are rounded to 2 decimals, so they may not add up to out "
-                      "exactly; out adds their unrounded values")
+        blocks.append(
+            "the rows above are rounded to 2 decimals, so they may not add up to out "
+            "exactly; out adds their unrounded values"
+        )
     blocks.append(Formula(f"out[{me}] = {vec(out)}"))
     return section("6. heads combined: out = Σ_h z_h·W_O^h + b_O", *blocks)

@@ -15,8 +15,9 @@ try:
     import torch  # noqa: F401
     import transformers  # noqa: F401
 except ImportError as e:  # pragma: no cover - depends on the environment
-    raise ImportError(f"qkv.hf needs the Python package {e.name!r}, which is not installed: "
-                      "pip install 'qkv[hf]'") from e
+    raise ImportError(
+        f"qkv.hf needs the Python package {e.name!r}, which is not installed: pip install 'qkv[hf]'"
+    ) from e
 
 from qkv.hf import taxonomy
 from qkv.hf.adapter import NAME, register
@@ -26,5 +27,15 @@ from qkv.hf.tracing import HFRun, trace
 
 register()
 
-__all__ = ["NAME", "register", "trace", "HFRun", "intervene", "compare", "Edit", "NextToken",
-           "attention_layers", "taxonomy"]
+__all__ = [
+    "NAME",
+    "register",
+    "trace",
+    "HFRun",
+    "intervene",
+    "compare",
+    "Edit",
+    "NextToken",
+    "attention_layers",
+    "taxonomy",
+]

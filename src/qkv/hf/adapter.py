@@ -29,12 +29,27 @@ NAME = "qkv"
 # Keywords transformers passes to every attention function that leave the math unchanged here:
 # positions (RoPE is applied before the call), output switches, and packed-sequence lengths
 # (the mask already separates packed sequences, as for sdpa).
-IGNORED = frozenset({
-    "position_ids", "output_attentions", "output_hidden_states", "output_router_logits",
-    "use_cache", "cache_position", "past_key_values", "num_items_in_batch", "return_dict",
-    "token_type_ids", "cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k",
-    "seq_idx", "layer_idx", "sliding_window",  # the sliding window is inside the mask
-})
+IGNORED = frozenset(
+    {
+        "position_ids",
+        "output_attentions",
+        "output_hidden_states",
+        "output_router_logits",
+        "use_cache",
+        "cache_position",
+        "past_key_values",
+        "num_items_in_batch",
+        "return_dict",
+        "token_type_ids",
+        "cu_seq_lens_q",
+        "cu_seq_lens_k",
+        "max_length_q",
+        "max_length_k",
+        "seq_idx",
+        "layer_idx",
+        "sliding_window",  # the sliding window is inside the mask
+    }
+)
 
 
 def boolean_mask(*args, **kwargs):
@@ -60,10 +75,12 @@ def check_kwargs(module, kwargs: dict) -> None:
     """Refuse a keyword that is set (not None) and not known to leave the math unchanged."""
     unknown = sorted(k for k, v in kwargs.items() if k not in IGNORED and v is not None)
     if unknown:
-        raise ValueError(f"attn_implementation='qkv' does not support the keyword "
-                         f"{unknown[0]!r} that {model_name(module)} passes to its attention "
-                         f"function; it would change the attention, so qkv refuses rather than "
-                         f"approximate: load the model with attn_implementation='eager'")
+        raise ValueError(
+            f"attn_implementation='qkv' does not support the keyword "
+            f"{unknown[0]!r} that {model_name(module)} passes to its attention "
+            f"function; it would change the attention, so qkv refuses rather than "
+            f"approximate: load the model with attn_implementation='eager'"
+        )
 
 
 def as_boolean_mask(module, mask):
@@ -74,32 +91,66 @@ def as_boolean_mask(module, mask):
         return mask
     blocked = mask <= torch.finfo(mask.dtype).min / 2  # (B, 1, L, S)
     if not bool(torch.all(blocked | (mask == 0))):
-        raise ValueError(f"{model_name(module)} passed a float attention mask with values other "
-                         f"than 0 and -inf; qkv takes masks as booleans (True = may attend)")
+        raise ValueError(
+            f"{model_name(module)} passed a float attention mask with values other "
+            f"than 0 and -inf; qkv takes masks as booleans (True = may attend)"
+        )
     return ~blocked
 
 
-def problem(module, query, key, value, attention_mask, *, scaling, softcap, sinks,
-            position_bias, is_causal):
+def problem(
+    module, query, key, value, attention_mask, *, scaling, softcap, sinks, position_bias, is_causal
+):
     """The checked ``qkv`` problem for one layer's call (q (B, H, L, d), k and v (B, G, S, d))."""
     mask = as_boolean_mask(module, attention_mask)
     causal = False
     if mask is None:  # no mask built: causal layers still see only the past
         causal_layer = is_causal if is_causal is not None else getattr(module, "is_causal", False)
         causal = bool(causal_layer) and query.shape[-2] > 1
-    return checks.problem(query, key, value, mask=mask, causal=causal, scale=scaling,
-                          softcap=softcap, bias=position_bias, sinks=sinks)
+    return checks.problem(
+        query,
+        key,
+        value,
+        mask=mask,
+        causal=causal,
+        scale=scaling,
+        softcap=softcap,
+        bias=position_bias,
+        sinks=sinks,
+    )
 
 
-def attention_forward(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
-                      softcap=None, s_aux=None, position_bias=None, is_causal=None, **kwargs):
+def attention_forward(
+    module,
+    query,
+    key,
+    value,
+    attention_mask,
+    dropout=0.0,
+    scaling=None,
+    softcap=None,
+    s_aux=None,
+    position_bias=None,
+    is_causal=None,
+    **kwargs,
+):
     """transformers' attention signature: q (B, H, L, d), k and v (B, G, S, d) ->
     (output (B, L, H, d_v), weights (B, H, L, S) or None)."""
     from qkv.hf import session  # the active trace / interventions, if any
 
     check_kwargs(module, kwargs)
-    p = problem(module, query, key, value, attention_mask, scaling=scaling, softcap=softcap,
-                sinks=s_aux, position_bias=position_bias, is_causal=is_causal)
+    p = problem(
+        module,
+        query,
+        key,
+        value,
+        attention_mask,
+        scaling=scaling,
+        softcap=softcap,
+        sinks=s_aux,
+        position_bias=position_bias,
+        is_causal=is_causal,
+    )
     active = session.current()
     dropping = bool(dropout) and module.training
     if active is None and not dropping and not kwargs.get("output_attentions"):

@@ -11,7 +11,8 @@ import numpy as np
 import torch
 import transformers
 
-from qkv.models import NAMES, load as load_qkv
+from qkv.models import NAMES
+from qkv.models import load as load_qkv
 from qkv.models.packages import data_file
 
 
@@ -29,8 +30,9 @@ def from_own(own, *, dtype=torch.float32, attn: str = "qkv"):
     if own.name == "minilm-l6":
         package = NAMES[own.name][1].replace("-", "_")
         path = data_file(package, "model/config.json", model=own.name).parent
-        model = transformers.AutoModel.from_pretrained(path, attn_implementation=attn,
-                                                       dtype=dtype, use_safetensors=True)
+        model = transformers.AutoModel.from_pretrained(
+            path, attn_implementation=attn, dtype=dtype, use_safetensors=True
+        )
     else:
         model = _smollm2(own, dtype=dtype, attn=attn)
     return model.eval()
@@ -39,15 +41,23 @@ def from_own(own, *, dtype=torch.float32, attn: str = "qkv"):
 def _smollm2(own, *, dtype, attn):
     b0 = own.blocks[0]
     config = transformers.LlamaConfig(
-        vocab_size=own.E_token.shape[0], hidden_size=own.d_model,
-        intermediate_size=b0.W_gate.shape[1], num_hidden_layers=own.n_layers,
-        num_attention_heads=own.n_heads, num_key_value_heads=own.n_kv_heads,
-        max_position_embeddings=own.max_tokens, rms_norm_eps=own.eps,
+        vocab_size=own.E_token.shape[0],
+        hidden_size=own.d_model,
+        intermediate_size=b0.W_gate.shape[1],
+        num_hidden_layers=own.n_layers,
+        num_attention_heads=own.n_heads,
+        num_key_value_heads=own.n_kv_heads,
+        max_position_embeddings=own.max_tokens,
+        rms_norm_eps=own.eps,
         rope_parameters={"rope_type": "default", "rope_theta": own.rope_base},
-        tie_word_embeddings=True, bos_token_id=None, eos_token_id=own.eos_id,
-        pad_token_id=own.pad_id)
-    model = transformers.LlamaForCausalLM._from_config(config, attn_implementation=attn,
-                                                       dtype=dtype)
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=own.eos_id,
+        pad_token_id=own.pad_id,
+    )
+    model = transformers.LlamaForCausalLM._from_config(
+        config, attn_implementation=attn, dtype=dtype
+    )
 
     def rows(W):  # (heads, d_model, d_head) -> (heads·d_head, d_model), nn.Linear's layout
         return W.transpose(0, 2, 1).reshape(-1, W.shape[1])
@@ -62,13 +72,16 @@ def _smollm2(own, *, dtype, attn):
             p + "self_attn.v_proj.weight": rows(blk.W_V),
             p + "self_attn.o_proj.weight": blk.W_O.reshape(-1, own.d_model).T,  # (D, H·d)
             p + "post_attention_layernorm.weight": blk.mlp_norm,
-            p + "mlp.gate_proj.weight": blk.W_gate.T, p + "mlp.up_proj.weight": blk.W_up.T,
+            p + "mlp.gate_proj.weight": blk.W_gate.T,
+            p + "mlp.up_proj.weight": blk.W_up.T,
             p + "mlp.down_proj.weight": blk.W_down.T,
         }
     tensors = {k: torch.from_numpy(np.array(v)).to(dtype) for k, v in state.items()}  # a copy
     missing, unexpected = model.load_state_dict(tensors, strict=False)
     if unexpected or set(missing) - {"lm_head.weight"}:
-        raise RuntimeError(f"SmolLM2's weights do not fit LlamaForCausalLM: missing {missing}, "
-                           f"unexpected {unexpected}")
+        raise RuntimeError(
+            f"SmolLM2's weights do not fit LlamaForCausalLM: missing {missing}, "
+            f"unexpected {unexpected}"
+        )
     model.tie_weights()
     return model

@@ -42,11 +42,14 @@ class Edit:
 
     def describe(self) -> str:
         where = f"layer {self.layer}" + ("" if self.head is None else f" head {self.head}")
-        parts = [f"τ = {self.tau:g}" if self.tau is not None else "",
-                 f"key {self.knockout} knocked out" if self.knockout is not None else "",
-                 "weights pinned " + (self.pin if isinstance(self.pin, str) else "to a pattern")
-                 if self.pin is not None else "",
-                 f"{self.ablate}-ablated" if self.ablate else ""]
+        parts = [
+            f"τ = {self.tau:g}" if self.tau is not None else "",
+            f"key {self.knockout} knocked out" if self.knockout is not None else "",
+            "weights pinned " + (self.pin if isinstance(self.pin, str) else "to a pattern")
+            if self.pin is not None
+            else "",
+            f"{self.ablate}-ablated" if self.ablate else "",
+        ]
         return f"{where}: " + ", ".join(p for p in parts if p)
 
 
@@ -56,8 +59,9 @@ def _where(key) -> tuple[int, int | None]:
         try:
             return int(layer), (int(head) if head else None)
         except ValueError:
-            raise ValueError(f"an edit's key must be 'LAYER' or 'LAYER.HEAD' (like '3.4'), "
-                             f"got {key!r}") from None
+            raise ValueError(
+                f"an edit's key must be 'LAYER' or 'LAYER.HEAD' (like '3.4'), got {key!r}"
+            ) from None
     if isinstance(key, int) and not isinstance(key, bool):
         return key, None
     if isinstance(key, tuple) and len(key) == 2:
@@ -82,8 +86,16 @@ def parse(spec: dict) -> list[Edit]:
         pin = change.get("pin")
         if isinstance(pin, str) and pin != "uniform":
             raise ValueError(f"pin must be 'uniform' or an array of weights, got {pin!r}")
-        edits.append(Edit(layer, head, tau=None if tau is None else float(tau),
-                          knockout=change.get("knockout"), pin=pin, ablate=change.get("ablate")))
+        edits.append(
+            Edit(
+                layer,
+                head,
+                tau=None if tau is None else float(tau),
+                knockout=change.get("knockout"),
+                pin=pin,
+                ablate=change.get("ablate"),
+            )
+        )
     return edits
 
 
@@ -124,14 +136,14 @@ def _head(h: int, H: int) -> int:
 
 def _put(a, h: int, part):
     """``a`` with head h (axis -3) replaced by ``part`` (..., 1, L, n); a copy, autograd-safe."""
-    return torch.cat([a[..., :h, :, :], part, a[..., h + 1:, :, :]], dim=-3)
+    return torch.cat([a[..., :h, :, :], part, a[..., h + 1 :, :, :]], dim=-3)
 
 
 def _one_head(a, h: int):
     """Head h of a per-head array, or a as is when its head axis is shared (size 1)."""
     if a is None or a.ndim < 3 or a.shape[-3] == 1:
         return a
-    return a[..., h:h + 1, :, :]
+    return a[..., h : h + 1, :, :]
 
 
 def _recompute(kept, p, h: int, *, tau, knockout):
@@ -145,10 +157,16 @@ def _recompute(kept, p, h: int, *, tau, knockout):
             raise ValueError(f"knockout key must be in [0, {S}), got {knockout}")
         keep = torch.arange(S, device=p.q.device) != knockout % S  # (S,)
         mask = keep if mask is None else mask & keep
-    one = p._replace(q=p.q[..., h:h + 1, :, :], k=p.k[..., g:g + 1, :, :],
-                     v=p.v[..., g:g + 1, :, :], mask=_one_head(mask, h), causal=None,
-                     temperature=p.temperature if tau is None else tau,
-                     bias=_one_head(p.bias, h), sinks=_one_head(p.sinks, h))
+    one = p._replace(
+        q=p.q[..., h : h + 1, :, :],
+        k=p.k[..., g : g + 1, :, :],
+        v=p.v[..., g : g + 1, :, :],
+        mask=_one_head(mask, h),
+        causal=None,
+        temperature=p.temperature if tau is None else tau,
+        bias=_one_head(p.bias, h),
+        sinks=_one_head(p.sinks, h),
+    )
     part, _ = traced_steps(one)
     for name, a in part.items():
         if name not in ("k", "v") and name in kept:
@@ -171,18 +189,20 @@ def _pin(kept, p, h: int, pin):
         try:
             new = torch.broadcast_to(new, shape)
         except RuntimeError:
-            raise ValueError(f"a pinned pattern must broadcast to (L, S) = "
-                             f"{tuple(w.shape[-2:])}, got shape {tuple(new.shape)}") from None
+            raise ValueError(
+                f"a pinned pattern must broadcast to (L, S) = "
+                f"{tuple(w.shape[-2:])}, got shape {tuple(new.shape)}"
+            ) from None
     kept["weights"] = _put(w, h, new)
     g = steps.kv_head(h, p.q.shape[-3], p.k.shape[-3])
-    z = steps.weighted_sum(new, p.v[..., g:g + 1, :, :])  # (..., 1, L, d_v)
+    z = steps.weighted_sum(new, p.v[..., g : g + 1, :, :])  # (..., 1, L, d_v)
     kept["z"] = _put(kept["z"], h, z)
     if "sink" in kept:  # a pinned row gives the sink nothing
         kept["sink"] = _put(kept["sink"], h, torch.zeros_like(kept["sink"][..., :1, :, :]))
 
 
 def _ablate(kept, h: int, how: str):
-    z = kept["z"][..., h:h + 1, :, :]  # (B, 1, L, d_v)
+    z = kept["z"][..., h : h + 1, :, :]  # (B, 1, L, d_v)
     new = torch.zeros_like(z) if how == "zero" else z.mean(dim=0, keepdim=True).expand_as(z)
     kept["z"] = _put(kept["z"], h, new)
 
@@ -208,8 +228,9 @@ class NextToken:
     edits: list[str]
 
 
-def compare(model, inputs: dict, spec: dict, *, tokenizer=None, top_k: int = 5,
-            sequence: int = 0) -> NextToken:
+def compare(
+    model, inputs: dict, spec: dict, *, tokenizer=None, top_k: int = 5, sequence: int = 0
+) -> NextToken:
     """Run ``inputs`` without and with the edits; report the next-token distribution of
     ``sequence``'s last real position: top-k of each and KL(before ‖ after)."""
     edits = parse(spec)
@@ -222,12 +243,19 @@ def compare(model, inputs: dict, spec: dict, *, tokenizer=None, top_k: int = 5,
     p = torch.log_softmax(before[sequence, last].double(), -1)
     q = torch.log_softmax(after[sequence, last].double(), -1)
     kl = float(torch.sum(p.exp() * (p - q)))
-    return NextToken(_top(p, top_k, tokenizer), _top(q, top_k, tokenizer), max(kl, 0.0),
-                     [e.describe() for e in edits])
+    return NextToken(
+        _top(p, top_k, tokenizer),
+        _top(q, top_k, tokenizer),
+        max(kl, 0.0),
+        [e.describe() for e in edits],
+    )
 
 
 def _top(logp, k: int, tokenizer) -> list[tuple[str, float]]:
     values, ids = torch.topk(logp, min(k, logp.shape[-1]))
-    labels = (tokenizer.convert_ids_to_tokens(ids.tolist()) if tokenizer is not None
-              else [str(i) for i in ids.tolist()])
-    return [(str(t), math.exp(float(v))) for t, v in zip(labels, values)]
+    labels = (
+        tokenizer.convert_ids_to_tokens(ids.tolist())
+        if tokenizer is not None
+        else [str(i) for i in ids.tolist()]
+    )
+    return [(str(t), math.exp(float(v))) for t, v in zip(labels, values, strict=False)]

@@ -22,8 +22,10 @@ from qkv.models import NAMES
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")  # owner/name, as the hub spells it
 # what a model needs to load and tokenize: never code (*.py), never pickle unless asked for
 HUB_FILES = ["*.json", "*.safetensors", "*.txt", "*.model", "*.tiktoken", "tokenizer*"]
-KINDS = f"one of {list(NAMES)}, a local transformers model directory holding config.json, " \
-        f"or a hub id (owner/name)"
+KINDS = (
+    f"one of {list(NAMES)}, a local transformers model directory holding config.json, "
+    f"or a hub id (owner/name)"
+)
 
 
 def locate(spec: str, *, allow_pickle: bool = False) -> Path:
@@ -49,24 +51,27 @@ def _snapshot(repo_id: str, *, allow_pickle: bool) -> Path:
         found = hub.snapshot_download(repo_id, allow_patterns=patterns, local_files_only=True)
     except (errors.LocalEntryNotFoundError, FileNotFoundError):
         if hub.constants.HF_HUB_OFFLINE:
-            raise ValueError(f"{repo_id!r} is not a local directory nor in the Hugging Face "
-                             f"cache, and HF_HUB_OFFLINE is set: download it first, or pass "
-                             f"a directory") from None
+            raise ValueError(
+                f"{repo_id!r} is not a local directory nor in the Hugging Face "
+                f"cache, and HF_HUB_OFFLINE is set: download it first, or pass "
+                f"a directory"
+            ) from None
         try:
             found = hub.snapshot_download(repo_id, allow_patterns=patterns)
         except (errors.HfHubHTTPError, errors.LocalEntryNotFoundError, OSError) as e:
             reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise ValueError(f"{repo_id!r} is not a local directory, and fetching it from the "
-                             f"hub failed ({reason[:200]}); pass a directory, or download it "
-                             f"where the hub is reachable") from None
+            raise ValueError(
+                f"{repo_id!r} is not a local directory, and fetching it from the "
+                f"hub failed ({reason[:200]}); pass a directory, or download it "
+                f"where the hub is reachable"
+            ) from None
     path = Path(found)
     if not (path / "config.json").is_file():
         raise ValueError(f"hub model {repo_id!r} has no config.json: not a transformers model")
     return path
 
 
-def load(spec: str, *, causal_lm: bool = True, allow_pickle: bool = False,
-         dtype=torch.float32):
+def load(spec: str, *, causal_lm: bool = True, allow_pickle: bool = False, dtype=torch.float32):
     """(model computed by qkv, tokenizer, display name) for a bundled model name or a local
     directory; the tokenizer has ``convert_ids_to_tokens`` and turns a text into inputs when
     called (``tokenizer(text, return_tensors="pt")``).
@@ -77,24 +82,30 @@ def load(spec: str, *, causal_lm: bool = True, allow_pickle: bool = False,
         from qkv.hf import bundled
 
         if causal_lm and spec == "minilm-l6":
-            raise ValueError("minilm-l6 is an encoder without a next-token head; use "
-                             "smollm2-135m or a causal language model directory")
+            raise ValueError(
+                "minilm-l6 is an encoder without a next-token head; use "
+                "smollm2-135m or a causal language model directory"
+            )
         model, own = bundled.load(spec, dtype=dtype)
         return model, BundledTokenizer(own), spec
     path = locate(spec, allow_pickle=allow_pickle)
     has_safetensors = any(path.glob("*.safetensors"))
     if not has_safetensors and not allow_pickle:
-        raise ValueError(f"{spec} has no .safetensors weights; pickle .bin weights can run code "
-                         f"when loaded, so they load only with --allow-pickle")
+        raise ValueError(
+            f"{spec} has no .safetensors weights; pickle .bin weights can run code "
+            f"when loaded, so they load only with --allow-pickle"
+        )
     auto = transformers.AutoModelForCausalLM if causal_lm else transformers.AutoModel
     common = dict(local_files_only=True, trust_remote_code=False)
     try:
-        model = auto.from_pretrained(path, attn_implementation="qkv", dtype=dtype,
-                                     use_safetensors=has_safetensors, **common)
+        model = auto.from_pretrained(
+            path, attn_implementation="qkv", dtype=dtype, use_safetensors=has_safetensors, **common
+        )
         tokenizer = transformers.AutoTokenizer.from_pretrained(path, **common)
     except (OSError, ValueError, KeyError) as e:
-        raise ValueError(f"could not load {spec} as a transformers model: "
-                         f"{str(e).splitlines()[0]}") from None
+        raise ValueError(
+            f"could not load {spec} as a transformers model: {str(e).splitlines()[0]}"
+        ) from None
     return model.eval(), tokenizer, display_name(spec)
 
 

@@ -17,7 +17,6 @@ from qkv.hf.session import attention_layers
 from qkv.hf.tracing import HFRun, trace
 from qkv.models import NAMES
 
-
 # what a checkpoint's own code may raise on a text (a kernel its configuration does not suit …)
 RUN_ERRORS = (RuntimeError, TypeError, NotImplementedError)
 
@@ -33,8 +32,9 @@ class LocalModel:
     """A transformers model computed by qkv (``attn_implementation="qkv"``) and its tokenizer,
     named ``name``; ``n_layers`` counts its attention layers in the order the model runs them."""
 
-    def __init__(self, model, tokenizer, name: str, *, source: str | None = None,
-                 allow_pickle: bool = False):
+    def __init__(
+        self, model, tokenizer, name: str, *, source: str | None = None, allow_pickle: bool = False
+    ):
         """source: the directory or hub id it came from, so ``causal_lm`` can load its LM head."""
         c = model.config
         self.model, self.tokenizer, self.name = model, tokenizer, name
@@ -57,8 +57,10 @@ class LocalModel:
         ids = self._inputs(text)["input_ids"][0].tolist()
         limit = self.max_tokens if limit is None else limit
         if limit is not None and len(ids) > limit:
-            raise ValueError(f"text is {len(ids)} tokens long; a trace keeps every step of every "
-                             f"layer, so it reads at most {limit} tokens: shorten the text")
+            raise ValueError(
+                f"text is {len(ids)} tokens long; a trace keeps every step of every "
+                f"layer, so it reads at most {limit} tokens: shorten the text"
+            )
         return ids, list(self.tokenizer.convert_ids_to_tokens(ids))
 
     def weights_of_ids(self, ids) -> np.ndarray:
@@ -74,14 +76,17 @@ class LocalModel:
 
     def predicts_next_token(self) -> bool:
         """Whether the checkpoint is a causal language model (it has an LM head to load)."""
-        return any(a.endswith(("ForCausalLM", "LMHeadModel"))
-                   for a in (self.config.architectures or ()))
+        return any(
+            a.endswith(("ForCausalLM", "LMHeadModel")) for a in (self.config.architectures or ())
+        )
 
     def causal_lm(self):
         """The same checkpoint with its next-token head, computed by qkv (a second load)."""
         if self.source is None or not self.predicts_next_token():
-            raise ValueError(f"{self.name} has no next-token head to load (architectures: "
-                             f"{self.config.architectures})")
+            raise ValueError(
+                f"{self.name} has no next-token head to load (architectures: "
+                f"{self.config.architectures})"
+            )
         model, _, _ = loading.load(self.source, causal_lm=True, allow_pickle=self.allow_pickle)
         return model
 

@@ -44,9 +44,11 @@ def attention_layers(model) -> list[tuple[str, object]]:
 def check_uses_qkv(model) -> None:
     impl = getattr(getattr(model, "config", None), "_attn_implementation", None)
     if impl != "qkv":
-        raise ValueError(f"this model computes attention with {impl!r}; load it with "
-                         f"attn_implementation='qkv' (or call model.set_attn_implementation('qkv'))"
-                         f" so qkv sees every step")
+        raise ValueError(
+            f"this model computes attention with {impl!r}; load it with "
+            f"attn_implementation='qkv' (or call model.set_attn_implementation('qkv'))"
+            f" so qkv sees every step"
+        )
 
 
 class Session:

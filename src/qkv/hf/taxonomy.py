@@ -47,8 +47,9 @@ def repeated_random_tokens(n: int, half: int, *, low: int, high: int, rng) -> np
     """(n, 2·half) ids: each row ``half`` distinct random ids from [low, high), then again."""
     if high - low < half:
         raise ValueError(f"need at least {half} token ids to draw from, got [{low}, {high})")
-    first = np.stack([rng.choice(np.arange(low, high), size=half, replace=False)
-                      for _ in range(n)])  # (n, T)
+    first = np.stack(
+        [rng.choice(np.arange(low, high), size=half, replace=False) for _ in range(n)]
+    )  # (n, T)
     return np.concatenate([first, first], axis=1)  # (n, 2T)
 
 
@@ -57,8 +58,9 @@ def scores(weights, half: int, *, sequences: int | None = None) -> HeadScores:
     w = np.asarray(weights, dtype=np.float64)
     T = half
     if w.ndim != 5 or w.shape[-1] != 2 * T or w.shape[-2] != 2 * T:
-        raise ValueError(f"weights must be (B, n_layers, n_heads, 2T, 2T) with T = {T}, got "
-                         f"shape {w.shape}")
+        raise ValueError(
+            f"weights must be (B, n_layers, n_heads, 2T, 2T) with T = {T}, got shape {w.shape}"
+        )
     i = np.arange(1, T)  # first-half queries with a previous token
     t = np.arange(0, T)
     return HeadScores(
@@ -66,7 +68,9 @@ def scores(weights, half: int, *, sequences: int | None = None) -> HeadScores:
         first=w[..., 1:, 0].mean(axis=(0, -1)),
         duplicate=w[..., T + t, t].mean(axis=(0, -1)),
         induction=w[..., T + t[:-1], t[:-1] + 1].mean(axis=(0, -1)),
-        half=T, sequences=sequences or w.shape[0])
+        half=T,
+        sequences=sequences or w.shape[0],
+    )
 
 
 def measure(model, *, half: int = 20, sequences: int = 4, seed: int = 0) -> HeadScores:

@@ -79,8 +79,7 @@ class Recorder:
 
     def start_call(self, module, args, kwargs):
         self.calls.append({})
-        self.inputs.append((_first_input(args, kwargs, "input_ids"),
-                            kwargs.get("attention_mask")))
+        self.inputs.append((_first_input(args, kwargs, "input_ids"), kwargs.get("attention_mask")))
 
     def __call__(self, index, module, kept, settings):
         if self.keep is not None and index not in self.keep:
@@ -107,6 +106,7 @@ class Recorder:
             trace = self.calls[-1].get(index) if self.calls else None
             if trace is not None and out is not None and "out" not in trace.steps:
                 trace.steps["out"] = to_numpy(out)
+
         return before, after
 
 
@@ -147,8 +147,9 @@ def trace(model, *, tokenizer=None, layers=None):
     session = sessions.joined(model)
     rec = Recorder(model, layers)
     session.recorder = rec
-    run = HFRun(model=name, tokens=[], ids=[], layers={}, hidden=None,
-                names=[n for n, _ in session.layers])
+    run = HFRun(
+        model=name, tokens=[], ids=[], layers={}, hidden=None, names=[n for n, _ in session.layers]
+    )
     handles = [model.register_forward_pre_hook(rec.start_call, with_kwargs=True)]
     for index, (_, module) in enumerate(session.layers):
         before, after = rec.layer_hooks(index)

@@ -30,12 +30,12 @@ bottom-right or top-left, a row that sees no key gives 0, a NaN in anything a ro
 
 from __future__ import annotations
 
-import math
 import threading
 from typing import NamedTuple
 
 import numpy as np
 
+from qkv.kernels import layout
 from qkv.kernels.threads import default_workers, pool, single_threaded_blas
 from qkv.steps import head_groups
 
@@ -47,9 +47,23 @@ FIXED_MIN_ROWS = 16  # fewer rows (decoding): the key norms would cost as much a
 PARALLEL_MIN = 1 << 23  # below this many score·feature products (~1 ms) one thread beats two
 
 
-def blocked_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature=1.0,
-                      softcap=None, bias=None, sinks=None, block_q=BLOCK_Q, block_k=BLOCK_K,
-                      workers=None, plan=None):
+def blocked_attention(
+    q,
+    k,
+    v,
+    *,
+    mask=None,
+    causal=None,
+    scale=1.0,
+    temperature=1.0,
+    softcap=None,
+    bias=None,
+    sinks=None,
+    block_q=BLOCK_Q,
+    block_k=BLOCK_K,
+    workers=None,
+    plan=None,
+):
     """z = softmax_sink(mask(cap(q·kᵀ·scale/τ) + bias))·v by blocked online softmax, for
     validated NumPy inputs.
 
@@ -71,27 +85,53 @@ def blocked_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature
         bias = np.asarray(bias, dtype=work)  # the bias as given (not broadcast): small
     L, S, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     nd = max(q.ndim, k.ndim, v.ndim, 3)
-    q4, k4, v4 = (padded(a, nd) for a in (q, k, v))  # (..., heads, length, features)
+    q4, k4, v4 = (layout.padded(a, nd) for a in (q, k, v))  # (..., heads, length, features)
     G, r = head_groups(q4.shape[-3], k4.shape[-3], v4.shape[-3])
     batch = np.broadcast_shapes(q4.shape[:-3], k4.shape[:-3], v4.shape[:-3])
     out = np.zeros((*batch, G, r, L, d_v), dtype=work)  # (..., G, r, L, d_v)
     if out.size and S:
-        units = _Units((*batch, G), {
-            "q": np.broadcast_to(_split_heads(q4, G, r), (*batch, G, r, L, d_k)),
-            "k": np.broadcast_to(k4, (*batch, G, S, d_k)),  # no copy
-            "v": np.broadcast_to(v4, (*batch, G, S, d_v)),  # no copy
-            "mask": None if mask is None else np.broadcast_to(
-                _split_heads(padded(np.asarray(mask), nd), G, r), (*batch, G, r, L, S)),
-            "bias": None if bias is None else np.broadcast_to(  # a view: no copy
-                _split_heads(padded(bias, nd), G, r), (*batch, G, r, L, S)),
-            "sinks": None if sinks is None else np.broadcast_to(
-                sink_grid(sinks, G, r, work), (*batch, G, r)),  # (..., G, r), a view
-            "out": out})
+        units = layout.Units(
+            (*batch, G),
+            {
+                "q": np.broadcast_to(layout.split_heads(q4, G, r), (*batch, G, r, L, d_k)),
+                "k": np.broadcast_to(k4, (*batch, G, S, d_k)),  # no copy
+                "v": np.broadcast_to(v4, (*batch, G, S, d_v)),  # no copy
+                "mask": None
+                if mask is None
+                else np.broadcast_to(
+                    layout.split_heads(layout.padded(np.asarray(mask), nd), G, r),
+                    (*batch, G, r, L, S),
+                ),
+                "bias": None
+                if bias is None
+                else np.broadcast_to(  # a view: no copy
+                    layout.split_heads(layout.padded(bias, nd), G, r), (*batch, G, r, L, S)
+                ),
+                "sinks": None
+                if sinks is None
+                else np.broadcast_to(
+                    layout.sink_grid(sinks, G, r, work), (*batch, G, r)
+                ),  # (..., G, r), a view
+                "out": out,
+            },
+        )
         if workers is None:  # one per CPU, unless the work is too small to share
             small = units.count * r * L * S * (d_k + d_v) < PARALLEL_MIN
             workers = 1 if small else default_workers()
-        plan = (plan or _Plan)(units.count, L, S, r, causal, block_q, block_k, workers,
-                               scale / temperature, work, d_k, d_v)
+        plan = (plan or _Plan)(
+            units.count,
+            L,
+            S,
+            r,
+            causal,
+            block_q,
+            block_k,
+            workers,
+            scale / temperature,
+            work,
+            d_k,
+            d_v,
+        )
         plan.softcap = softcap
         names = ("q", "k", "v", "mask", "bias", "sinks", "out")
         items = [(u0, u1, rows) for u0, u1 in plan.unit_chunks() for rows in plan.row_blocks()]
@@ -113,7 +153,7 @@ def blocked_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature
         except _NoWeight:
             return None
     out = out.reshape(*batch, G * r, L, d_v)  # (..., H, L, d_v)
-    out = out.reshape(out.shape[nd - max(q.ndim, k.ndim, v.ndim):])  # drop the padding axes
+    out = out.reshape(out.shape[nd - max(q.ndim, k.ndim, v.ndim) :])  # drop the padding axes
     return out if out.dtype == dtype else out.astype(dtype)
 
 
@@ -179,8 +219,9 @@ class _Plan:
         # keys below j_full: every row sees. One row sees all its keys; for more, the diagonal
         # block starts at the first row's last key, on a multiple of bq (no 1-key fragments)
         j_full = j_end if i1 - i0 == 1 else min(j_end, max(0, i0 + self.offset))
-        return [(j0, min(j0 + bk, j_full), False) for j0 in range(0, j_full, bk)] + \
-            [(j0, min(j0 + bk, j_end), True) for j0 in range(j_full, j_end, bk)]
+        return [(j0, min(j0 + bk, j_full), False) for j0 in range(0, j_full, bk)] + [
+            (j0, min(j0 + bk, j_end), True) for j0 in range(j_full, j_end, bk)
+        ]
 
     def start(self, q_u, rows, sink_u=None):
         """A tile's starting state: this thread's buffers, its query rows times the factor
@@ -192,8 +233,9 @@ class _Plan:
         buf = self._buffers()
         qs = buf.q[: u * n * self.d_k].reshape(u, n, self.d_k)
         # (u, h1-h0, i1-i0, d_k) -> (u, n, d_k): the tile's rows, times the factor
-        np.multiply(q_u[:, h0:h1, i0:i1].reshape(u, n, self.d_k), self.factor, out=qs,
-                    casting="same_kind")
+        np.multiply(
+            q_u[:, h0:h1, i0:i1].reshape(u, n, self.d_k), self.factor, out=qs, casting="same_kind"
+        )
         if sink_u is None:
             m = np.full((u, n), -np.inf, dtype=self.dtype)  # running max per row
             ell = np.zeros((u, n), dtype=self.dtype)  # running sum per row
@@ -213,8 +255,7 @@ class _Plan:
         buf, qs, m, ell, acc = self.start(q_u, rows, sink_u)
         u, n = qs.shape[:2]
         pos = np.tile(np.arange(i0, i1), h1 - h0)  # (n,) each row's query position
-        fixed = (n >= FIXED_MIN_ROWS and b_u is None and sink_u is None
-                 and self._quiet(qs, k_u))
+        fixed = n >= FIXED_MIN_ROWS and b_u is None and sink_u is None and self._quiet(qs, k_u)
         for j0, j1, diagonal in self.key_blocks(i0, i1):
             hidden = self._hidden(m_u, rows, j0, j1, diagonal, pos)
             if hidden is True:
@@ -249,7 +290,7 @@ class _Plan:
         """In place on the tile's scores s (u, n, j1-j0): capped = cap·tanh(s/cap), then
         biased = capped + the bias tile (a slice of the broadcast view, added as it is)."""
         if self.softcap is not None:
-            softcap_in_place(s, self.softcap)
+            layout.softcap_in_place(s, self.softcap)
         if b_u is not None:
             h0, h1, i0, i1 = rows
             s4 = s.reshape(s.shape[0], h1 - h0, i1 - i0, j1 - j0)  # a view of the buffer
@@ -282,8 +323,10 @@ class _Plan:
         if buf is None:
             rows = self.u * self.n
             buf = self.buffers[threading.get_ident()] = _Buffers(
-                np.empty(rows * self.d_k, self.dtype), np.empty(rows * self.bk, self.dtype),
-                np.empty(rows * self.d_v, self.dtype))
+                np.empty(rows * self.d_k, self.dtype),
+                np.empty(rows * self.bk, self.dtype),
+                np.empty(rows * self.d_v, self.dtype),
+            )
         return buf
 
     def _sees_keys(self, m_u, rows, pos):
@@ -317,58 +360,3 @@ class _Plan:
         if hidden is not None and hidden.all():
             return True
         return hidden
-
-
-class _Units:
-    """The inputs' (..., G) K/V-head units as stacks (u, ...), views wherever possible."""
-
-    def __init__(self, lead, arrays):
-        self.lead, self.count = lead, math.prod(lead)
-        self.arrays = arrays
-        self.flat = {name: _flat_view(a, len(lead)) for name, a in arrays.items()
-                     if a is not None}
-
-    def take(self, name, u0, u1):
-        a = self.arrays[name]
-        if a is None:
-            return None
-        if self.flat[name] is not None:
-            return self.flat[name][u0:u1]
-        index = [np.unravel_index(u, self.lead) for u in range(u0, u1)]
-        if len(index) == 1:
-            return a[index[0]][None]  # (1, ...), a view
-        return np.stack([a[i] for i in index])  # a copy of u (short) units: broadcast inputs
-
-
-def _flat_view(a, n):
-    """a (*lead, ...) as (U, ...) when its n lead axes merge without a copy, else None."""
-    axes = [(size, stride) for size, stride in zip(a.shape[:n], a.strides[:n]) if size != 1]
-    if any(outer != inner * size for (_, outer), (size, inner) in zip(axes, axes[1:])):
-        return None
-    return a.reshape(math.prod(a.shape[:n]), *a.shape[n:])  # a view: the strides line up
-
-
-def softcap_in_place(s, cap):
-    """s = cap·tanh(s / cap), in place (a tile of scores; NumPy's vectorised tanh)."""
-    np.multiply(s, 1.0 / cap, out=s)
-    np.tanh(s, out=s)
-    np.multiply(s, cap, out=s)
-
-
-def sink_grid(sinks, G, r, dtype):
-    """Sink logits (H, 1, 1) or (1, 1) as (G, r): query head g·r + h of K/V head g; (1, 1) when
-    one logit serves every head."""
-    flat = np.asarray(sinks, dtype=dtype).reshape(-1)  # (H,) or (1,)
-    return flat.reshape(G, r) if flat.size == G * r else flat.reshape(1, 1)
-
-
-def padded(a, nd):
-    """a with leading length-1 axes up to nd dimensions (a view)."""
-    return a.reshape((1,) * (nd - a.ndim) + tuple(a.shape))
-
-
-def _split_heads(a, G, r):
-    """(..., H, N, n) -> (..., G, r, N, n) with H = G·r, or (..., 1, 1, N, n) when H = 1."""
-    if a.shape[-3] == G * r:
-        return a.reshape(*a.shape[:-3], G, r, *a.shape[-2:])  # splitting an axis: a view
-    return a[..., None, :, :]  # (..., 1, 1, N, n)

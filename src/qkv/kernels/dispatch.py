@@ -18,7 +18,8 @@ with any of them a decoding step takes that tile pass instead of its decode loop
 
 Inputs arrive checked (``checks.problem``), so bad input gets the same error whichever path
 runs, and every kernel keeps the reference's conventions (mask True = may attend, causal
-alignment, a row that sees no key gives 0, also with sinks: the sink takes all its weight). Where a kernel's answer is not finite (a NaN or
+alignment, a row that sees no key gives 0, also with sinks: the sink takes all its weight).
+Where a kernel's answer is not finite (a NaN or
 ±inf input, garbage at a masked key, an overflow), ``run`` returns None and the caller runs the
 reference, whose steps decide: NaN rows, or the overflow error; the same for a sink logit that
 is ±inf or NaN. The common path pays one finiteness check of the output.
@@ -49,16 +50,22 @@ def choose(backend, p: Problem, *, return_trace=False) -> str:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if return_trace:
         if backend not in ("auto", "reference"):
-            raise ValueError(f"return_trace=True needs every step, which only the reference "
-                             f"path keeps: use backend='auto' or 'reference', got {backend!r}")
+            raise ValueError(
+                f"return_trace=True needs every step, which only the reference "
+                f"path keeps: use backend='auto' or 'reference', got {backend!r}"
+            )
         return "reference"
     torch_in = any(is_torch_array(a) for a in (p.q, p.k, p.v))
     if backend in ("blocked", "fused") and torch_in:
-        raise TypeError(f"backend={backend!r} runs on NumPy arrays, got torch tensors; use "
-                        "backend='torch' or 'auto' for tensors")
+        raise TypeError(
+            f"backend={backend!r} runs on NumPy arrays, got torch tensors; use "
+            "backend='torch' or 'auto' for tensors"
+        )
     if backend == "fused" and not fused.available():
-        raise ImportError("backend='fused' needs numba: pip install 'qkv[fast]' (or use "
-                          "backend='blocked', the same kernel in NumPy)")
+        raise ImportError(
+            "backend='fused' needs numba: pip install 'qkv[fast]' (or use "
+            "backend='blocked', the same kernel in NumPy)"
+        )
     if backend == "torch" or backend == "auto" and torch_in:
         if 0 in (*p.q.shape, *p.k.shape, *p.v.shape):
             return "reference"  # torch refuses empty sizes: the reference's answer is exact
@@ -79,12 +86,25 @@ def choose(backend, p: Problem, *, return_trace=False) -> str:
 def run(name: str, p: Problem):
     """Attention by the kernel ``name`` ("blocked", "fused" or "torch") on checked inputs; None
     when the kernel cannot vouch for its answer (see above): then the reference decides."""
-    kernel = {"blocked": blocked_attention, "fused": fused.fused_attention,
-              "torch": torch_attention}[name]
+    kernel = {
+        "blocked": blocked_attention,
+        "fused": fused.fused_attention,
+        "torch": torch_attention,
+    }[name]
     if p.sinks is not None and not _all_finite(p.sinks):
         return None  # a ±inf or NaN sink logit: the reference's steps decide
-    out = kernel(p.q, p.k, p.v, mask=p.mask, causal=p.causal, scale=p.scale,
-                 temperature=p.temperature, softcap=p.softcap, bias=p.bias, sinks=p.sinks)
+    out = kernel(
+        p.q,
+        p.k,
+        p.v,
+        mask=p.mask,
+        causal=p.causal,
+        scale=p.scale,
+        temperature=p.temperature,
+        softcap=p.softcap,
+        bias=p.bias,
+        sinks=p.sinks,
+    )
     if out is None:
         return None
     return out if _all_finite(out) else None

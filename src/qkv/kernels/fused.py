@@ -40,7 +40,7 @@ import math
 
 import numpy as np
 
-from qkv.kernels import blocked
+from qkv.kernels import blocked, layout
 from qkv.kernels.threads import default_workers, pool
 
 LOG2E = 1.4426950408889634
@@ -59,8 +59,20 @@ def available() -> bool:
     return True
 
 
-def fused_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature=1.0,
-                    softcap=None, bias=None, sinks=None, workers=None):
+def fused_attention(
+    q,
+    k,
+    v,
+    *,
+    mask=None,
+    causal=None,
+    scale=1.0,
+    temperature=1.0,
+    softcap=None,
+    bias=None,
+    sinks=None,
+    workers=None,
+):
     """z = softmax_sink(mask(cap(q·kᵀ·scale/τ) + bias))·v with a compiled pass per tile, for
     validated NumPy inputs: q (..., [H,] L, d_k), k (..., [G,] S, d_k), v (..., [G,] S, d_v),
     G dividing H; mask boolean broadcastable to (..., H, L, S) or None; causal None,
@@ -72,30 +84,40 @@ def fused_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature=1
     L, S, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     factor = scale / temperature * LOG2E  # scores in log₂ units: exp2 instead of exp
     nd = max(q.ndim, k.ndim, v.ndim, 3)
-    q4, k4, v4 = (blocked.padded(a, nd) for a in (q, k, v))
+    q4, k4, v4 = (layout.padded(a, nd) for a in (q, k, v))
     G, r = blocked.head_groups(q4.shape[-3], k4.shape[-3], v4.shape[-3])
     extras = softcap is not None or bias is not None or sinks is not None
     if r * L > DECODE_ROWS or extras:
         # masked keys (a mask, or the causal diagonal) may hold anything: check v once
         finite = (mask is None and causal is None) or bool(np.isfinite(v).all())
-        out = blocked.blocked_attention(q, k, v, mask=mask, causal=causal, scale=scale,
-                                        temperature=temperature, softcap=softcap, bias=bias,
-                                        sinks=sinks, workers=workers,
-                                        plan=functools.partial(_FusedPlan, finite_v=finite))
+        out = blocked.blocked_attention(
+            q,
+            k,
+            v,
+            mask=mask,
+            causal=causal,
+            scale=scale,
+            temperature=temperature,
+            softcap=softcap,
+            bias=bias,
+            sinks=sinks,
+            workers=workers,
+            plan=functools.partial(_FusedPlan, finite_v=finite),
+        )
         return out if out is None or out.dtype == dtype else out.astype(dtype)
     batch = np.broadcast_shapes(q4.shape[:-3], k4.shape[:-3], v4.shape[:-3])
     U = math.prod(batch) * G
     if U == 0:  # no heads or an empty batch: an empty output
         out = np.zeros((*batch, G * r, L, d_v), dtype=dtype)
-        return out.reshape(out.shape[nd - max(q.ndim, k.ndim, v.ndim):])
+        return out.reshape(out.shape[nd - max(q.ndim, k.ndim, v.ndim) :])
     # (..., H, L, d_k) -> (U, r·L, d_k): the rows that share a K/V head, times c·log₂e
-    qs = np.broadcast_to(blocked._split_heads(q4, G, r), (*batch, G, r, L, d_k))
+    qs = np.broadcast_to(layout.split_heads(q4, G, r), (*batch, G, r, L, d_k))
     qs = np.multiply(qs.reshape(U, r * L, d_k), factor, dtype=work)
     ks = np.broadcast_to(k4, (*batch, G, S, d_k)).reshape(U, S, d_k)  # a view when it can be
     vs = np.broadcast_to(v4, (*batch, G, S, d_v)).reshape(U, S, d_v)
     ms = np.ones((1, 1, 1), dtype=bool)
     if mask is not None:  # one row per unit here (r·L = 1)
-        mm = blocked._split_heads(blocked.padded(np.asarray(mask), nd), G, r)
+        mm = layout.split_heads(layout.padded(np.asarray(mask), nd), G, r)
         ms = np.broadcast_to(mm, (*batch, G, r, L, S)).reshape(U, r * L, S)
     out = np.zeros((U, r * L, d_v), dtype=work)
     offset = S - L if causal == "bottom-right" else 0
@@ -107,12 +129,24 @@ def fused_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature=1
     if len(chunks) <= 1:
         kernel(qs, ks, vs, ms, mask is not None, L, causal_on, offset, out)
     else:
-        list(pool(len(chunks)).map(
-            lambda c: kernel(qs[c[0]:c[1]], ks[c[0]:c[1]], vs[c[0]:c[1]],
-                             ms if mask is None else ms[c[0]:c[1]], mask is not None, L,
-                             causal_on, offset, out[c[0]:c[1]]), chunks))
+        list(
+            pool(len(chunks)).map(
+                lambda c: kernel(
+                    qs[c[0] : c[1]],
+                    ks[c[0] : c[1]],
+                    vs[c[0] : c[1]],
+                    ms if mask is None else ms[c[0] : c[1]],
+                    mask is not None,
+                    L,
+                    causal_on,
+                    offset,
+                    out[c[0] : c[1]],
+                ),
+                chunks,
+            )
+        )
     out = out.reshape(*batch, G * r, L, d_v)  # (..., H, L, d_v)
-    out = out.reshape(out.shape[nd - max(q.ndim, k.ndim, v.ndim):])  # drop the padding axes
+    out = out.reshape(out.shape[nd - max(q.ndim, k.ndim, v.ndim) :])  # drop the padding axes
     return out if out.dtype == dtype else out.astype(dtype)
 
 
@@ -146,9 +180,21 @@ class _FusedPlan(blocked._Plan):
             # (u, h1-h0, i1-i0, bk): the tile's slice of the broadcast bias, a view
             bias = no_bias if b_u is None else b_u[:, h0:h1, i0:i1, j0:j1]
             if self.softcap is not None:  # NumPy's SIMD tanh: see the module docstring
-                blocked.softcap_in_place(s, self.softcap * LOG2E)
-            partial = fused(s, m, ell, acc, pos, j0, diagonal, self.offset or 0, seen,
-                            m_u is not None, bias, b_u is not None)
+                layout.softcap_in_place(s, self.softcap * LOG2E)
+            partial = fused(
+                s,
+                m,
+                ell,
+                acc,
+                pos,
+                j0,
+                diagonal,
+                self.offset or 0,
+                seen,
+                m_u is not None,
+                bias,
+                b_u is not None,
+            )
             pv = buf.pv[: u * n * self.d_v].reshape(u, n, self.d_v)
             vb = v_u[:, j0:j1]  # (u, bk, d_v)
             if partial and not self.finite_v:  # keep masked values' NaN/inf out of p·v
@@ -170,7 +216,7 @@ class _FusedPlan(blocked._Plan):
 def _add_nonfinite(pv, p, vb):
     """pv += p_j·v_j for the value rows j holding NaN/inf, only where p_j ≠ 0: a row that
     sees such a value gets NaN/inf, a row that masks it (p_j = 0) is untouched."""
-    for a, j in zip(*np.nonzero(~np.isfinite(vb).all(axis=-1))):
+    for a, j in zip(*np.nonzero(~np.isfinite(vb).all(axis=-1)), strict=False):
         rows = p[a, :, j] != 0  # (n,)
         pv[a, rows] += p[a, rows, j, None] * vb[a, j]  # (n', 1) * (d_v,) -> (n', d_v)
 

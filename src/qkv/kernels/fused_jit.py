@@ -37,8 +37,10 @@ def build() -> dict:
 @intrinsic
 def _as_float32(typingctx, bits):
     """Reinterpret int32 bits as the float32 they spell (an LLVM bitcast, no conversion)."""
+
     def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], ir.FloatType())
+
     return types.float32(types.int32), codegen
 
 
@@ -60,6 +62,7 @@ def _exp2(x):
 @overload(_exp2, inline="always")
 def _exp2_impl(x):
     if x == types.float32:
+
         def exp2_32(x):
             xc = np.maximum(x, np.float32(-126.0))  # NaN passes
             n = np.floor(xc + np.float32(0.5))
@@ -70,9 +73,11 @@ def _exp2_impl(x):
             p = p * f + np.float32(C2)
             p = p * f + np.float32(C1)
             return (p * f + np.float32(1.0)) * _as_float32(
-                (np.int32(n) + np.int32(127)) << np.int32(23))  # · 2^n through the exponent bits
+                (np.int32(n) + np.int32(127)) << np.int32(23)
+            )  # · 2^n through the exponent bits
+
         return exp2_32
-    return lambda x: 2.0 ** x
+    return lambda x: 2.0**x
 
 
 @numba.njit(inline="always", **OPTS)
@@ -142,8 +147,9 @@ def tile(s, m, ell, acc, pos, j0, diagonal, offset, seen, has_mask, bias, has_bi
                 b_row = bias[a, i // per_head, i % per_head]
                 for j in range(hi):
                     row[j] += b_row[j] * log2e
-            m_new, alpha, total = _row_update(row, hi, sa[i if has_mask else 0], has_mask,
-                                             m[a, i], lanes)
+            m_new, alpha, total = _row_update(
+                row, hi, sa[i if has_mask else 0], has_mask, m[a, i], lanes
+            )
             for j in range(hi, bk):
                 row[j] = 0.0
             ell[a, i] = ell[a, i] * alpha + total
@@ -152,7 +158,6 @@ def tile(s, m, ell, acc, pos, j0, diagonal, offset, seen, has_mask, bias, has_bi
                     acc[a, i, c] *= alpha
             m[a, i] = m_new
     return partial
-
 
 
 @numba.njit(**OPTS)
@@ -191,9 +196,8 @@ def decode(q, k, v, seen, has_mask, L, causal, offset, out):
                     s[i, j] = t
             for i in range(n):
                 row_hi = min(nb, max(0, hi[i] - j0))
-                seen_row = sa[i, j0:j0 + nb] if has_mask else sa[0]
-                m_new, alpha, total = _row_update(s[i], row_hi, seen_row, has_mask, m[i],
-                                                 lanes)
+                seen_row = sa[i, j0 : j0 + nb] if has_mask else sa[0]
+                m_new, alpha, total = _row_update(s[i], row_hi, seen_row, has_mask, m[i], lanes)
                 ell[i] = ell[i] * alpha + total
                 if alpha != 1.0:
                     for c in range(d_v):
@@ -209,11 +213,9 @@ def decode(q, k, v, seen, has_mask, L, causal, offset, out):
         for i in range(n):
             # a +inf score, or a row that sees keys but summed no weight (every score −inf):
             # NaN, so that the reference decides (kernels/dispatch.py)
-            undefined = m[i] == np.inf or (visible[i] > 0
-                                            and (ell[i] == 0.0 or m[i] == -np.inf))
+            undefined = m[i] == np.inf or (visible[i] > 0 and (ell[i] == 0.0 or m[i] == -np.inf))
             for c in range(d_v):
                 if undefined:
                     out[a, i, c] = np.nan
                 else:
                     out[a, i, c] = acc[i, c] / ell[i] if ell[i] != 0.0 else 0.0
-

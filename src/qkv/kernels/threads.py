@@ -44,8 +44,9 @@ class single_threaded_blas:
         with cls._lock:
             if cls._users == 0:
                 controller = _blas_controller()
-                cls._limits = None if controller is None else controller.limit(
-                    limits=1, user_api="blas")
+                cls._limits = (
+                    None if controller is None else controller.limit(limits=1, user_api="blas")
+                )
             cls._users += 1
         return self
 

@@ -16,12 +16,23 @@ import numpy as np
 from array_api_compat import is_torch_array
 
 from qkv import masks, steps
-from qkv.kernels.blocked import padded
+from qkv.kernels.layout import padded
 from qkv.steps import head_groups
 
 
-def torch_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature=1.0,
-                    softcap=None, bias=None, sinks=None):
+def torch_attention(
+    q,
+    k,
+    v,
+    *,
+    mask=None,
+    causal=None,
+    scale=1.0,
+    temperature=1.0,
+    softcap=None,
+    bias=None,
+    sinks=None,
+):
     """Attention through ``torch.nn.functional.scaled_dot_product_attention``.
 
     Inputs as ``blocked_attention`` takes them, as torch tensors (NumPy arrays are wrapped
@@ -38,21 +49,31 @@ def torch_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature=1
     import torch.nn.functional as F
 
     if softcap is not None:
-        raise ValueError("torch's scaled_dot_product_attention cannot soft-cap the scores; "
-                         "qkv.attention runs the reference for softcap with torch inputs")
+        raise ValueError(
+            "torch's scaled_dot_product_attention cannot soft-cap the scores; "
+            "qkv.attention runs the reference for softcap with torch inputs"
+        )
     numpy_in = not is_torch_array(q)
     if numpy_in:  # torch refuses negative strides: those arrays are copied
-        q, k, v, mask, bias, sinks = (None if a is None else torch.as_tensor(
-            a if min(a.strides, default=0) >= 0 else a.copy())
-            for a in (q, k, v, mask, bias, sinks))
+        q, k, v, mask, bias, sinks = (
+            None
+            if a is None
+            else torch.as_tensor(a if min(a.strides, default=0) >= 0 else a.copy())
+            for a in (q, k, v, mask, bias, sinks)
+        )
     dtype = q.dtype
     if dtype in (torch.float16, torch.bfloat16):
         q, k, v = (a.float() for a in (q, k, v))  # scores, softmax and sums in float32
         bias, sinks = (None if a is None else a.float() for a in (bias, sinks))
     L, S, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     nd = max(q.ndim, k.ndim, v.ndim)
-    if (nd == 4 and q.ndim == k.ndim == v.ndim and q.shape[0] == k.shape[0] == v.shape[0]
-            and k.shape[1] == v.shape[1] and q.shape[1] % k.shape[1] == 0):
+    if (
+        nd == 4
+        and q.ndim == k.ndim == v.ndim
+        and q.shape[0] == k.shape[0] == v.shape[0]
+        and k.shape[1] == v.shape[1]
+        and q.shape[1] % k.shape[1] == 0
+    ):
         # already (B, H, L, d) and (B, G, S, d): pass them as they are (the common case)
         q4, k4, v4, G, r, batch = q, k, v, k.shape[1], q.shape[1] // k.shape[1], None
     else:
@@ -69,11 +90,19 @@ def torch_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature=1
     if bias is not None or sinks is not None:
         if is_causal:  # torch takes is_causal or a mask, not both: the triangle as a mask
             attn_mask = steps.to_device_of(masks.causal(L, S, causal), q)  # (L, S)
-        attn_mask, k4, v4 = _with_bias_and_sinks(attn_mask, bias, sinks, q4, k4, v4, batch,
-                                                 max(nd, 4))
+        attn_mask, k4, v4 = _with_bias_and_sinks(
+            attn_mask, bias, sinks, q4, k4, v4, batch, max(nd, 4)
+        )
         is_causal = False
-    out = F.scaled_dot_product_attention(q4, k4, v4, attn_mask=attn_mask, is_causal=is_causal,
-                                         scale=scale / temperature, enable_gqa=r > 1)
+    out = F.scaled_dot_product_attention(
+        q4,
+        k4,
+        v4,
+        attn_mask=attn_mask,
+        is_causal=is_causal,
+        scale=scale / temperature,
+        enable_gqa=r > 1,
+    )
     if sees is not None:  # a row that sees no key gives 0, as in the reference
         out = torch.where(sees, out, 0.0)
     silent = (out == 0).all(dim=-1, keepdim=True)  # SDPA's 0 for rows of −inf scores
@@ -81,7 +110,7 @@ def torch_attention(q, k, v, *, mask=None, causal=None, scale=1.0, temperature=1
         return None  # (with sinks a row of −inf scores gives the sink all its weight: 0)
     if batch is not None:
         out = out.reshape(*batch, G * r, L, d_v)  # (..., H, L, d_v)
-        out = out.reshape(out.shape[max(nd, 4) - nd:])  # drop the padding axes
+        out = out.reshape(out.shape[max(nd, 4) - nd :])  # drop the padding axes
     out = out if out.dtype == dtype else out.to(dtype)
     return out.numpy() if numpy_in else out
 

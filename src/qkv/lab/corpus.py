@@ -19,17 +19,42 @@ from dataclasses import dataclass
 
 import numpy as np
 
-NOUNS = (("key", "keys"), ("cabinet", "cabinets"), ("dog", "dogs"), ("car", "cars"),
-         ("man", "men"), ("woman", "women"), ("child", "children"), ("box", "boxes"),
-         ("bird", "birds"), ("teacher", "teachers"), ("table", "tables"), ("book", "books"))
-VERBS = (("is", "are"), ("was", "were"), ("falls", "fall"), ("stays", "stay"),
-         ("moves", "move"), ("waits", "wait"), ("shines", "shine"), ("sleeps", "sleep"))
+NOUNS = (
+    ("key", "keys"),
+    ("cabinet", "cabinets"),
+    ("dog", "dogs"),
+    ("car", "cars"),
+    ("man", "men"),
+    ("woman", "women"),
+    ("child", "children"),
+    ("box", "boxes"),
+    ("bird", "birds"),
+    ("teacher", "teachers"),
+    ("table", "tables"),
+    ("book", "books"),
+)
+VERBS = (
+    ("is", "are"),
+    ("was", "were"),
+    ("falls", "fall"),
+    ("stays", "stay"),
+    ("moves", "move"),
+    ("waits", "wait"),
+    ("shines", "shine"),
+    ("sleeps", "sleep"),
+)
 REL_VERBS = (("holds", "hold"), ("sees", "see"), ("likes", "like"), ("finds", "find"))
 PREPOSITIONS = ("near", "to", "on", "behind", "with", "under", "by", "of")
 ADJECTIVES = ("old", "red", "small", "big", "new")
 SPECIAL = ("<pad>", "<bos>", ".", "the", "that")
-VOCAB = (*SPECIAL, *PREPOSITIONS, *ADJECTIVES, *(w for pair in NOUNS for w in pair),
-         *(w for pair in VERBS for w in pair), *(w for pair in REL_VERBS for w in pair))
+VOCAB = (
+    *SPECIAL,
+    *PREPOSITIONS,
+    *ADJECTIVES,
+    *(w for pair in NOUNS for w in pair),
+    *(w for pair in VERBS for w in pair),
+    *(w for pair in REL_VERBS for w in pair),
+)
 INDEX = {w: i for i, w in enumerate(VOCAB)}
 MAX_LEN = 20  # <bos> the adj adj N + 3 × (that the N holds) + verb .  = 19, plus one spare
 MAX_ATTRACTORS = 3
@@ -39,8 +64,9 @@ VERB_OF = {w: (lemma[0], plural) for lemma in VERBS for plural, w in enumerate(l
 REL_OF = {w: (lemma[0], plural) for lemma in REL_VERBS for plural, w in enumerate(lemma)}
 
 # (subject noun, main verb) pairs never trained on: 16 of the 12 × 8, each noun in one or two
-HELD_OUT = frozenset((n[0], v[0]) for i, n in enumerate(NOUNS) for j, v in enumerate(VERBS)
-                     if (i + 5 * j) % 6 == 0)
+HELD_OUT = frozenset(
+    (n[0], v[0]) for i, n in enumerate(NOUNS) for j, v in enumerate(VERBS) if (i + 5 * j) % 6 == 0
+)
 
 
 @dataclass(frozen=True)
@@ -72,8 +98,9 @@ def parse(words) -> Sentence:
     """Read a generated sentence back: subject, attractors and main verb from the words alone."""
     nouns = [i for i, w in enumerate(words) if w in NOUN_OF]
     verb = next(i for i, w in enumerate(words) if w in VERB_OF)
-    return Sentence(tuple(words), nouns[0], verb, tuple(nouns[1:]),
-                    bool(NOUN_OF[words[nouns[0]]][1]))
+    return Sentence(
+        tuple(words), nouns[0], verb, tuple(nouns[1:]), bool(NOUN_OF[words[nouns[0]]][1])
+    )
 
 
 def relations(words) -> list[tuple[str, str]]:
@@ -87,8 +114,9 @@ def relations(words) -> list[tuple[str, str]]:
     return pairs
 
 
-def generate(rng: random.Random, *, test: bool, n_attractors: int | None = None,
-             opposite: bool = False) -> Sentence:
+def generate(
+    rng: random.Random, *, test: bool, n_attractors: int | None = None, opposite: bool = False
+) -> Sentence:
     """One sentence: a held-out main pair when ``test``, else a trained one; ``opposite`` makes
     every attractor's number the opposite of the subject's (else each is drawn at random)."""
     while True:
@@ -124,8 +152,9 @@ def test_set(seed: int, per_group: int) -> list[Sentence]:
     for k in range(MAX_ATTRACTORS + 1):
         out += [generate(rng, test=True, n_attractors=k) for _ in range(per_group)]
         if k:
-            out += [generate(rng, test=True, n_attractors=k, opposite=True)
-                    for _ in range(per_group)]
+            out += [
+                generate(rng, test=True, n_attractors=k, opposite=True) for _ in range(per_group)
+            ]
     return out
 
 
@@ -133,11 +162,14 @@ def overlap(train: list[Sentence], test: list[Sentence]) -> dict:
     """The disjointness proof, from the words: clauses of training sentences whose (subject,
     verb) pair is held out, and test main pairs that any training clause holds (both must be 0)."""
     trained = {p for s in train for p in relations(s.words)}
-    return {"training_clauses_with_held_out_pair":
-            sum(p in HELD_OUT for s in train for p in relations(s.words)),
-            "test_pairs_seen_in_training": sum(relations(s.words)[0] in trained for s in test),
-            "test_pairs_not_held_out": sum(relations(s.words)[0] not in HELD_OUT for s in test),
-            "held_out_pairs": sorted(" ".join(p) for p in HELD_OUT)}
+    return {
+        "training_clauses_with_held_out_pair": sum(
+            p in HELD_OUT for s in train for p in relations(s.words)
+        ),
+        "test_pairs_seen_in_training": sum(relations(s.words)[0] in trained for s in test),
+        "test_pairs_not_held_out": sum(relations(s.words)[0] not in HELD_OUT for s in test),
+        "held_out_pairs": sorted(" ".join(p) for p in HELD_OUT),
+    }
 
 
 def ids(sentences: list[Sentence]) -> np.ndarray:

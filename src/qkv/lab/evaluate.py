@@ -34,8 +34,9 @@ def groups(sentences: list[corpus.Sentence]) -> dict[str, np.ndarray]:
     """Boolean selections of the test sentences by what lies between subject and verb."""
     k = np.array([len(s.attractors) for s in sentences])
     opp = np.array([s.opposite() for s in sentences])
-    out = {f"{n} attractor{'' if n == 1 else 's'}": k == n
-           for n in range(corpus.MAX_ATTRACTORS + 1)}
+    out = {
+        f"{n} attractor{'' if n == 1 else 's'}": k == n for n in range(corpus.MAX_ATTRACTORS + 1)
+    }
     out["≥1 opposite-number attractor"] = opp >= 1
     out["all attractors opposite (≥1)"] = (k >= 1) & (opp == k)
     out["all held-out sentences"] = np.ones(len(sentences), bool)
@@ -48,8 +49,13 @@ def scored(correct: np.ndarray, sentences) -> dict[str, dict]:
     for name, keep in groups(sentences).items():
         k, n = int(correct[keep].sum()), int(keep.sum())
         low, high = wilson(k, n)
-        out[name] = {"correct": k, "n": n, "accuracy": k / n if n else float("nan"),
-                     "low": low, "high": high}
+        out[name] = {
+            "correct": k,
+            "n": n,
+            "accuracy": k / n if n else float("nan"),
+            "low": low,
+            "high": high,
+        }
     return out
 
 
@@ -86,8 +92,11 @@ def head_weights(traces, sentences) -> dict[str, list]:
 def head_means(traces, data: np.ndarray) -> dict[tuple[int, int], np.ndarray]:
     """Each head's mean z (d_head,) over the real (non-pad) tokens: the mean-ablation value."""
     real = data != 0  # (B, T)
-    return {(layer, h): np.asarray(tr.z)[:, h][real].mean(0)
-            for layer, tr in enumerate(traces) for h in range(tr.z.shape[1])}
+    return {
+        (layer, h): np.asarray(tr.z)[:, h][real].mean(0)
+        for layer, tr in enumerate(traces)
+        for h in range(tr.z.shape[1])
+    }
 
 
 def evaluate(params: dict, config: minigpt.Config, sentences, *, ablations: bool = True) -> dict:
@@ -104,12 +113,19 @@ def evaluate(params: dict, config: minigpt.Config, sentences, *, ablations: bool
     means = head_means(traces, data)
     table = []
     for (layer, h), mean in means.items():
-        row = {"layer": layer, "head": h, "weight_on_subject": weights["subject"][layer][h],
-               "weight_on_attractors": weights["attractors"][layer][h]}
+        row = {
+            "layer": layer,
+            "head": h,
+            "weight_on_subject": weights["subject"][layer][h],
+            "weight_on_attractors": weights["attractors"][layer][h],
+        }
         for how, value in (("zero", None), ("mean", mean)):
-            acc = scored(verb_correct(minigpt.forward(params, data, config,
-                                                      ablate={(layer, h): value}), sentences),
-                         sentences)[key]
+            acc = scored(
+                verb_correct(
+                    minigpt.forward(params, data, config, ablate={(layer, h): value}), sentences
+                ),
+                sentences,
+            )[key]
             row[f"{how}_ablated_accuracy"] = acc["accuracy"]
             row[f"{how}_drop"] = base - acc["accuracy"]
         table.append(row)
@@ -118,16 +134,21 @@ def evaluate(params: dict, config: minigpt.Config, sentences, *, ablations: bool
     top = max(table, key=lambda r: r["weight_on_subject"] - r["weight_on_attractors"])
     costly = max(table, key=lambda r: (r["mean_drop"], r["zero_drop"]))
     # the heads that look at the subject more than at the attractors, ablated together
-    readers = [(r["layer"], r["head"]) for r in table
-               if r["weight_on_subject"] > r["weight_on_attractors"]]
+    readers = [
+        (r["layer"], r["head"]) for r in table if r["weight_on_subject"] > r["weight_on_attractors"]
+    ]
     joint = {}
     for how in ("zero", "mean"):
         cut = {h: (None if how == "zero" else means[h]) for h in readers}
-        acc = scored(verb_correct(minigpt.forward(params, data, config, ablate=cut), sentences),
-                     sentences)[key]["accuracy"]
+        acc = scored(
+            verb_correct(minigpt.forward(params, data, config, ablate=cut), sentences), sentences
+        )[key]["accuracy"]
         joint[f"{how}_ablated_accuracy"], joint[f"{how}_drop"] = acc, base - acc
     out.update(subject_heads={"heads": [f"{ly}.{h}" for ly, h in readers], **joint})
-    out.update(ablation=table, ablation_group=key,
-               top_head={"layer": top["layer"], "head": top["head"]},
-               largest_drop_head={"layer": costly["layer"], "head": costly["head"]})
+    out.update(
+        ablation=table,
+        ablation_group=key,
+        top_head={"layer": top["layer"], "head": top["head"]},
+        largest_drop_head={"layer": costly["layer"], "head": costly["head"]},
+    )
     return out

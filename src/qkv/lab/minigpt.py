@@ -29,16 +29,19 @@ class Config:
 
     def __post_init__(self):
         if self.d_model % self.n_heads:
-            raise ValueError(f"d_model must be divisible by n_heads, got {self.d_model} and "
-                             f"{self.n_heads}")
+            raise ValueError(
+                f"d_model must be divisible by n_heads, got {self.d_model} and {self.n_heads}"
+            )
 
 
 def init(config: Config, seed: int) -> dict[str, np.ndarray]:
     """Weights drawn from N(0, 0.02²) (norm gains 1, biases 0) with default_rng(seed)."""
     rng = np.random.default_rng(seed)
     c = config
-    p = {"tok_emb": rng.normal(0, INIT_STD, (c.vocab, c.d_model)),
-         "pos_emb": rng.normal(0, INIT_STD, (c.context, c.d_model))}
+    p = {
+        "tok_emb": rng.normal(0, INIT_STD, (c.vocab, c.d_model)),
+        "pos_emb": rng.normal(0, INIT_STD, (c.context, c.d_model)),
+    }
     for layer in range(c.n_layers):
         mha = MultiHeadAttention(c.d_model, c.n_heads, rng)
         for name, a in mha.parameters().items():
@@ -68,8 +71,16 @@ def window_mask(T: int, window: int | None):
     return m
 
 
-def forward(p: dict, ids, config: Config, *, scale=None, temperature: float = 1.0,
-            return_traces: bool = False, ablate: dict | None = None):
+def forward(
+    p: dict,
+    ids,
+    config: Config,
+    *,
+    scale=None,
+    temperature: float = 1.0,
+    return_traces: bool = False,
+    ablate: dict | None = None,
+):
     """Logits (B, T, vocab) for token ids (B, T); with return_traces, also one Trace per layer.
 
     ablate {(layer, head): None or (d_head,)}: that head's z is replaced by 0 (None) or by the
@@ -87,8 +98,14 @@ def forward(p: dict, ids, config: Config, *, scale=None, temperature: float = 1.
         mha = attention_layer(p, layer)
         cut = {hd: r for (ly, hd), r in ablate.items() if ly == layer}
         # backend="reference": the traced path's code, also when no trace is kept
-        a = mha(h, mask=mask, scale=scale, temperature=temperature,
-                return_trace=return_traces or bool(cut), backend="reference")
+        a = mha(
+            h,
+            mask=mask,
+            scale=scale,
+            temperature=temperature,
+            return_trace=return_traces or bool(cut),
+            backend="reference",
+        )
         if return_traces or cut:
             a, tr = a
             traces.append(tr)
@@ -122,7 +139,8 @@ def load(path) -> tuple[dict, Config, dict]:
     except FileNotFoundError:
         raise
     except (OSError, KeyError, ValueError) as e:
-        raise ValueError(f"{path} is not a qkv Mini-GPT checkpoint (.npz from 'qkv lab train'): "
-                         f"{e}") from None
+        raise ValueError(
+            f"{path} is not a qkv Mini-GPT checkpoint (.npz from 'qkv lab train'): {e}"
+        ) from None
     p = {k: data[k].astype(np.float64) for k in data.files if k != "__info__"}
     return p, Config(**info["config"]), info["meta"]

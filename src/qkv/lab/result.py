@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 
 @dataclass
@@ -23,15 +24,22 @@ class Result:
         return f"{word}: {self.claim} ({self.evidence})"
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "claim": self.claim, "columns": self.columns,
-                "rows": self.rows, "supported": self.supported, "evidence": self.evidence,
-                "verdict": self.verdict, **self.extra}
+        return {
+            "name": self.name,
+            "claim": self.claim,
+            "columns": self.columns,
+            "rows": self.rows,
+            "supported": self.supported,
+            "evidence": self.evidence,
+            "verdict": self.verdict,
+            **self.extra,
+        }
 
 
 def loglog_panels(fig, x, xlabel: str, panels) -> None:
     """Side-by-side log-log panels sharing x: each panel is (title, [(y, style, label), ...]).
     The x ticks are the measured x values, in plain numbers (no minor tick labels to collide)."""
-    for ax, (title, lines) in zip(fig.subplots(1, len(panels)), panels):
+    for ax, (title, lines) in zip(fig.subplots(1, len(panels)), panels, strict=False):
         for y, style, label in lines:
             ax.loglog(x, y, style, label=label)
         ax.set_xticks([], minor=True)

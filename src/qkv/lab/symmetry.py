@@ -9,8 +9,10 @@ from qkv import attention
 from qkv.explain import scenes
 from qkv.lab.result import Result
 
-CLAIM = ("with W_Q = W_K the scores are symmetric and the bilinear form W_Q·W_Kᵀ is positive "
-         "semi-definite; separate matrices lift both limits")
+CLAIM = (
+    "with W_Q = W_K the scores are symmetric and the bilinear form W_Q·W_Kᵀ is positive "
+    "semi-definite; separate matrices lift both limits"
+)
 
 
 def psd_eigenvalues(M):
@@ -26,13 +28,25 @@ def run(*, seed: int = 0, T: int = 7, d_model: int = 9, d_k: int = 5) -> Result:
     tied, separate = X @ W @ (X @ W).T, (X @ W_Q) @ (X @ W_K).T  # (T, T) scores
     eig_tied, eig_sep = psd_eigenvalues(W @ W.T), psd_eigenvalues(W_Q @ W_K.T)
     rows = [
-        ["W_Q = W_K", float(np.abs(tied - tied.T).max()), float(eig_tied.min()),
-         float(np.diag(tied).min())],
-        ["separate", float(np.abs(separate - separate.T).max()), float(eig_sep.min()),
-         float(np.diag(separate).min())],
+        [
+            "W_Q = W_K",
+            float(np.abs(tied - tied.T).max()),
+            float(eig_tied.min()),
+            float(np.diag(tied).min()),
+        ],
+        [
+            "separate",
+            float(np.abs(separate - separate.T).max()),
+            float(eig_sep.min()),
+            float(np.diag(separate).min()),
+        ],
     ]
-    columns = ["weights", "max |S − Sᵀ|", "min eigenvalue of W_Q·W_Kᵀ (sym. part)",
-               "min self-score x·M·x"]
+    columns = [
+        "weights",
+        "max |S − Sᵀ|",
+        "min eigenvalue of W_Q·W_Kᵀ (sym. part)",
+        "min self-score x·M·x",
+    ]
 
     # W_K = W_V on the agreement scene: the blank can only get back key-space features.
     scene = scenes.load("agreement")
@@ -44,21 +58,35 @@ def run(*, seed: int = 0, T: int = 7, d_model: int = 9, d_k: int = 5) -> Result:
     z_tied = attention(q, k, k)[i]  # V := K
     weights = attention(q, k, np.eye(len(x)))[i]  # rows of I: the weights themselves
     tied_is_key_mix = np.allclose(z_tied, weights @ k)
-    extra = {"agreement": {
-        "z_separate": z_sep.tolist(), "z_tied_WK_WV": z_tied.tolist(),
-        "k_he": k[he].tolist(), "v_he": (x @ scene.W_V)[he].tolist(),
-        "tied_output_is_mix_of_keys": bool(tied_is_key_mix)}}
-    supported = (rows[0][1] < 1e-9 and rows[0][2] >= -1e-9 and rows[1][1] > 1e-3
-                 and rows[1][2] < 0 and tied_is_key_mix)
-    evidence = (f"tied: asymmetry {rows[0][1]:.1e}, min eigenvalue {rows[0][2]:.2e}; separate: "
-                f"asymmetry {rows[1][1]:.2f}, min eigenvalue {rows[1][2]:.2f}; with W_K = W_V "
-                f"the blank in 'he ___' gets back {np.round(z_tied, 2).tolist()} (a mix of keys) "
-                f"instead of the '-s' value {np.round(z_sep, 2).tolist()}")
+    extra = {
+        "agreement": {
+            "z_separate": z_sep.tolist(),
+            "z_tied_WK_WV": z_tied.tolist(),
+            "k_he": k[he].tolist(),
+            "v_he": (x @ scene.W_V)[he].tolist(),
+            "tied_output_is_mix_of_keys": bool(tied_is_key_mix),
+        }
+    }
+    supported = (
+        rows[0][1] < 1e-9
+        and rows[0][2] >= -1e-9
+        and rows[1][1] > 1e-3
+        and rows[1][2] < 0
+        and tied_is_key_mix
+    )
+    evidence = (
+        f"tied: asymmetry {rows[0][1]:.1e}, min eigenvalue {rows[0][2]:.2e}; separate: "
+        f"asymmetry {rows[1][1]:.2f}, min eigenvalue {rows[1][2]:.2f}; with W_K = W_V "
+        f"the blank in 'he ___' gets back {np.round(z_tied, 2).tolist()} (a mix of keys) "
+        f"instead of the '-s' value {np.round(z_sep, 2).tolist()}"
+    )
 
     def plot(fig):
         axes = fig.subplots(1, 2)
         lim = max(np.abs(tied).max(), np.abs(separate).max())
-        for ax, S, title in zip(axes, (tied, separate), ("W_Q = W_K", "separate W_Q, W_K")):
+        for ax, S, title in zip(
+            axes, (tied, separate), ("W_Q = W_K", "separate W_Q, W_K"), strict=False
+        ):
             im = ax.imshow(S, cmap="RdBu_r", vmin=-lim, vmax=lim)
             ax.set_title(f"scores, {title}")
             ax.set_xlabel("key j")

@@ -27,8 +27,16 @@ NAMES = {
 # have a row per token and the grid of weights grows with L².
 MAX_TRACE_TOKENS = 64
 
-__all__ = ["NAMES", "MAX_TRACE_TOKENS", "names", "load", "layer_trace", "token_index", "ModelTrace",
-           "ModelNotInstalled"]
+__all__ = [
+    "NAMES",
+    "MAX_TRACE_TOKENS",
+    "names",
+    "load",
+    "layer_trace",
+    "token_index",
+    "ModelTrace",
+    "ModelNotInstalled",
+]
 
 
 def names() -> list[str]:

@@ -29,9 +29,11 @@ class TextModel:
     max_trace_tokens: int = 512  # a trace holds ≈ 6·n_heads·L² numbers per layer
 
     def __repr__(self) -> str:
-        return (f"<{type(self).__name__} {self.name!r}: {self.n_layers} layers × {self.n_heads} "
-                f"heads (K/V heads {self.n_kv_heads}), d_model {self.d_model}, d_head "
-                f"{self.d_head}, {np.dtype(self.dtype).name}>")
+        return (
+            f"<{type(self).__name__} {self.name!r}: {self.n_layers} layers × {self.n_heads} "
+            f"heads (K/V heads {self.n_kv_heads}), d_model {self.d_model}, d_head "
+            f"{self.d_head}, {np.dtype(self.dtype).name}>"
+        )
 
     def encode(self, text: str, *, limit: int | None = None) -> tuple[list[int], list[str]]:
         """(ids, token labels) of a text, checked: not empty, at most ``limit`` tokens (the
@@ -43,9 +45,12 @@ class TextModel:
         ids, labels = self.tokenizer.encode(text)
         limit = self.max_tokens if limit is None else limit
         if len(ids) > limit:
-            why = (f"{self.name}'s context is {self.max_tokens} tokens" if limit == self.max_tokens
-                   else f"a trace keeps every step of every layer, so it reads at most {limit} "
-                        f"tokens ({self.name}'s context is {self.max_tokens})")
+            why = (
+                f"{self.name}'s context is {self.max_tokens} tokens"
+                if limit == self.max_tokens
+                else f"a trace keeps every step of every layer, so it reads at most {limit} "
+                f"tokens ({self.name}'s context is {self.max_tokens})"
+            )
             raise ValueError(f"text is {len(ids)} tokens long; {why}: shorten the text")
         return ids, labels
 
@@ -65,8 +70,7 @@ class TextModel:
         if isinstance(texts, str) or not texts:
             raise ValueError(f"texts must be a non-empty list of strings, got {texts!r}")
         keep = self._layers(layers)
-        encoded = [self.encode(t, limit=min(self.max_tokens, self.max_trace_tokens))
-                   for t in texts]
+        encoded = [self.encode(t, limit=min(self.max_tokens, self.max_trace_tokens)) for t in texts]
         lengths = np.array([len(ids) for ids, _ in encoded])
         ids = np.full((len(texts), lengths.max()), self.pad_id, dtype=np.int64)  # (B, L)
         for b, (row, _) in enumerate(encoded):
@@ -91,8 +95,9 @@ class TextModel:
         ``qkv.attention``'s kernels, no trace kept (``trace(text).hidden`` is the same numbers
         by the traced reference path)."""
         ids, _ = self.encode(text)
-        hidden, _ = self._forward(np.asarray([ids], dtype=np.int64), np.array([len(ids)]),
-                                  keep=set())
+        hidden, _ = self._forward(
+            np.asarray([ids], dtype=np.int64), np.array([len(ids)]), keep=set()
+        )
         return hidden[0]
 
     def layer_trace(self, text: str, *, layer: int):
@@ -108,10 +113,14 @@ class TextModel:
             return set(range(self.n_layers))
         chosen = set()
         for i in layers:
-            if isinstance(i, bool) or not isinstance(i, (int, np.integer)) or not (
-                    0 <= i < self.n_layers):
-                raise ValueError(f"layer must be an integer in [0, {self.n_layers}) for "
-                                 f"{self.name}, got {i!r}")
+            if (
+                isinstance(i, bool)
+                or not isinstance(i, (int, np.integer))
+                or not (0 <= i < self.n_layers)
+            ):
+                raise ValueError(
+                    f"layer must be an integer in [0, {self.n_layers}) for {self.name}, got {i!r}"
+                )
             chosen.add(int(i))
         return chosen
 

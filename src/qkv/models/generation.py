@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import numpy as np
 
@@ -39,9 +39,17 @@ class Generator:
         hidden, _ = self._forward(ids, np.array([ids.shape[1]]), keep=set())
         return self.logits(hidden[0, -1])
 
-    def generate(self, prompt: str, max_new_tokens: int = 32, *, temperature: float = 0.0,
-                 top_k: int | None = None, seed=None, chat: bool = False,
-                 weights: bool = False) -> Iterator[Generated]:
+    def generate(
+        self,
+        prompt: str,
+        max_new_tokens: int = 32,
+        *,
+        temperature: float = 0.0,
+        top_k: int | None = None,
+        seed=None,
+        chat: bool = False,
+        weights: bool = False,
+    ) -> Iterator[Generated]:
         """Yield up to ``max_new_tokens`` new tokens, stopping after the end-of-turn token.
 
         The prompt runs in one pass (prefill), then one token per step against each layer's
@@ -58,12 +66,21 @@ class Generator:
         if chat:
             self.encode(prompt)  # the prompt itself must be a non-empty str, not just the template
         ids, _ = self.encode(CHAT.format(prompt=prompt) if chat else prompt)
-        return self.generate_ids(ids, max_new_tokens, temperature=temperature, top_k=top_k,
-                                 seed=seed, weights=weights)
+        return self.generate_ids(
+            ids, max_new_tokens, temperature=temperature, top_k=top_k, seed=seed, weights=weights
+        )
 
-    def generate_ids(self, ids, max_new_tokens: int = 32, *, temperature: float = 0.0,
-                     top_k: int | None = None, seed=None, weights: bool = False,
-                     stop_at_eos: bool = True) -> Iterator[Generated]:
+    def generate_ids(
+        self,
+        ids,
+        max_new_tokens: int = 32,
+        *,
+        temperature: float = 0.0,
+        top_k: int | None = None,
+        seed=None,
+        weights: bool = False,
+        stop_at_eos: bool = True,
+    ) -> Iterator[Generated]:
         """``generate`` from token ids (L,) already encoded; ``stop_at_eos=False`` always
         yields ``max_new_tokens`` tokens (what a benchmark needs)."""
         _check_sampling(max_new_tokens, temperature, top_k)
@@ -71,10 +88,19 @@ class Generator:
         if not ids:
             raise ValueError("ids must hold at least one token id, got none")
         if len(ids) + max_new_tokens > self.max_tokens:
-            raise ValueError(f"prompt ({len(ids)} tokens) + max_new_tokens ({max_new_tokens}) "
-                             f"exceeds {self.name}'s context of {self.max_tokens} tokens")
-        return self._steps(ids, max_new_tokens, temperature, top_k,
-                           np.random.default_rng(seed), weights, stop_at_eos)
+            raise ValueError(
+                f"prompt ({len(ids)} tokens) + max_new_tokens ({max_new_tokens}) "
+                f"exceeds {self.name}'s context of {self.max_tokens} tokens"
+            )
+        return self._steps(
+            ids,
+            max_new_tokens,
+            temperature,
+            top_k,
+            np.random.default_rng(seed),
+            weights,
+            stop_at_eos,
+        )
 
     def _steps(self, ids, max_new_tokens, temperature, top_k, rng, weights, stop_at_eos):
         caches = [KVCache(capacity=len(ids) + max_new_tokens) for _ in range(self.n_layers)]
@@ -84,8 +110,7 @@ class Generator:
         for _ in range(max_new_tokens):
             # a one-token step is too small to share: BLAS threads would only wait on each other
             with single_threaded_blas() if step.shape[1] == 1 else contextlib.nullcontext():
-                hidden, traces = self._forward(step, None, keep=keep, caches=caches,
-                                               start=start)
+                hidden, traces = self._forward(step, None, keep=keep, caches=caches, start=start)
             start += step.shape[1]
             rows = None
             if weights:  # (n_layers, n_heads, S): each layer's last query row
@@ -112,13 +137,21 @@ def _pick(logits, temperature: float, top_k: int | None, rng) -> int:
 
 
 def _check_sampling(max_new_tokens, temperature, top_k) -> None:
-    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, (int, np.integer)) \
-            or max_new_tokens < 1:
+    if (
+        isinstance(max_new_tokens, bool)
+        or not isinstance(max_new_tokens, (int, np.integer))
+        or max_new_tokens < 1
+    ):
         raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not (
-            math.isfinite(temperature) and temperature >= 0):
-        raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got "
-                         f"{temperature!r}")
-    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer))
-                              or top_k < 1):
+    if (
+        isinstance(temperature, bool)
+        or not isinstance(temperature, (int, float))
+        or not (math.isfinite(temperature) and temperature >= 0)
+    ):
+        raise ValueError(
+            f"temperature must be a finite number >= 0 (0 = greedy), got {temperature!r}"
+        )
+    if top_k is not None and (
+        isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1
+    ):
         raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")

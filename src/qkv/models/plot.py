@@ -19,12 +19,13 @@ def mosaic(weights: np.ndarray, gap: int = 1) -> np.ndarray:
     img = np.full((n_layers * (L + gap) - gap, n_heads * (S + gap) - gap), np.nan)
     for r in range(n_layers):
         for c in range(n_heads):
-            img[r * (L + gap): r * (L + gap) + L, c * (S + gap): c * (S + gap) + S] = weights[r, c]
+            img[r * (L + gap) : r * (L + gap) + L, c * (S + gap) : c * (S + gap) + S] = weights[
+                r, c
+            ]
     return img
 
 
-def colours(weights: np.ndarray, mask: np.ndarray | None = None, *, cmap="viridis"
-            ) -> np.ndarray:
+def colours(weights: np.ndarray, mask: np.ndarray | None = None, *, cmap="viridis") -> np.ndarray:
     """The mosaic as RGBA pixels (H, W, 4): the colour map for weights a query may attend to,
     grey where ``mask`` (True = may attend, broadcast to weights) is False, white between tiles."""
     import matplotlib

@@ -83,5 +83,6 @@ def token_index(tokens: list[str], select) -> int:
     loose = [t.strip().lower() for t in tokens]
     if isinstance(select, str) and select.strip().lower() in loose:
         return loose.index(select.strip().lower())
-    raise ValueError(f"token {select!r} is not in the text; choose one of {tokens} or an index "
-                     f"0-{n - 1}")
+    raise ValueError(
+        f"token {select!r} is not in the text; choose one of {tokens} or an index 0-{n - 1}"
+    )

@@ -27,8 +27,9 @@ def rotate(x: np.ndarray, positions, *, base: float) -> np.ndarray:
     """rope(x, p) for x (..., L, d_head) at positions (L,); returns x's shape and dtype."""
     L, d = x.shape[-2], x.shape[-1]
     if len(positions) != L:
-        raise ValueError(f"need one position per row of x, got {len(positions)} positions for "
-                         f"x {tuple(x.shape)}")
+        raise ValueError(
+            f"need one position per row of x, got {len(positions)} positions for x {tuple(x.shape)}"
+        )
     return turn(x, *cos_sin(positions, d, base=base, dtype=x.dtype))
 
 

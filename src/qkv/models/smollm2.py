@@ -22,11 +22,11 @@ import numpy as np
 from qkv import steps
 from qkv.attention import attention
 from qkv.cache import KVCache
+from qkv.layers import linear, rms_norm, swiglu_mlp
 from qkv.models import rope
 from qkv.models.base import TextModel
 from qkv.models.generation import Generator
 from qkv.models.gguf_reader import read
-from qkv.layers import linear, rms_norm, swiglu_mlp
 from qkv.models.packages import data_file
 from qkv.trace import Trace
 
@@ -53,7 +53,7 @@ class Block:
         """Columns of W_QKV as (count, d_model, d_head) per-head weights."""
         d_model = self.W_QKV.shape[0]
         d_head = self.W_O.shape[0] // self.n_heads
-        cols = self.W_QKV[:, start * d_head:(start + count) * d_head]  # (d_model, count·d_head)
+        cols = self.W_QKV[:, start * d_head : (start + count) * d_head]  # (d_model, count·d_head)
         return cols.reshape(d_model, count, d_head).transpose(1, 0, 2)
 
     @property
@@ -88,8 +88,9 @@ class SmolLM2(Generator, TextModel):
         self.pad_id = self.eos_id
         from qkv.models.tokenize import byte_level_bpe
 
-        self.tokenizer = byte_level_bpe(meta["tokens"], meta["merges"], meta["token_type"],
-                                        model=NAME)
+        self.tokenizer = byte_level_bpe(
+            meta["tokens"], meta["merges"], meta["token_type"], model=NAME
+        )
         t = {k: v.astype(self.dtype, copy=False) for k, v in t.items()}
         self.E_token = t["token_embd.weight"]  # (vocab, d_model), also the output matrix (tied)
         self.final_norm = t["output_norm.weight"]
@@ -106,7 +107,8 @@ class SmolLM2(Generator, TextModel):
             W_gate=np.ascontiguousarray(t[p + "ffn_gate.weight"].T),  # (d_model, d_mlp)
             W_up=np.ascontiguousarray(t[p + "ffn_up.weight"].T),
             W_down=np.ascontiguousarray(t[p + "ffn_down.weight"].T),  # (d_mlp, d_model)
-            n_heads=self.n_heads, n_kv_heads=self.n_kv_heads,
+            n_heads=self.n_heads,
+            n_kv_heads=self.n_kv_heads,
         )
 
     def _forward(self, ids, lengths, keep, caches=None, start: int = 0):
@@ -129,8 +131,9 @@ class SmolLM2(Generator, TextModel):
             if trace is not None:
                 traces[i] = trace
             x = x + a
-            x = x + swiglu_mlp(rms_norm(x, blk.mlp_norm, eps=self.eps), blk.W_gate, blk.W_up,
-                               blk.W_down)
+            x = x + swiglu_mlp(
+                rms_norm(x, blk.mlp_norm, eps=self.eps), blk.W_gate, blk.W_up, blk.W_down
+            )
         return rms_norm(x, self.final_norm, eps=self.eps), traces
 
     def _attention(self, blk: Block, h, turn, mask, cache: KVCache | None, *, traced: bool):
@@ -139,7 +142,7 @@ class SmolLM2(Generator, TextModel):
         # (B, L, d_model) @ (d_model, (H+2G)·d_head) -> (B, H+2G, L, d_head)
         qkv_ = steps.split_heads(linear(h, blk.W_QKV), H + 2 * G)
         qk = rope.turn(qkv_[:, : H + G], *turn)  # (B, H+G, L, d_head), q and k rotated
-        q_rot, k_rot, v = qk[:, :H], qk[:, H:], qkv_[:, H + G:]
+        q_rot, k_rot, v = qk[:, :H], qk[:, H:], qkv_[:, H + G :]
         if cache is not None:
             k_rot, v = cache.update(k_rot, v)  # (B, G, S, d_head) each
         if not traced:
@@ -148,8 +151,7 @@ class SmolLM2(Generator, TextModel):
         z, trace = attention(q_rot, k_rot, v, mask=mask, causal=True, return_trace=True)
         # (B, H, L, d_head) @ (H, d_head, d_model) -> (B, H, L, d_model), summed over H
         head_out, out = steps.project_out(z, blk.W_O.reshape(H, self.d_head, self.d_model))
-        kept = {"x": h, **trace.steps, "rope": qkv_[:, : H + G], "head_out": head_out,
-                "out": out}
+        kept = {"x": h, **trace.steps, "rope": qkv_[:, : H + G], "head_out": head_out, "out": out}
         settings = dict(trace.settings, rope_base=float(self.rope_base))
         return out, Trace(kept, settings)
 

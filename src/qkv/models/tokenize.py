@@ -49,8 +49,7 @@ def wordpiece(path, *, model: str) -> Tokenizer:
     return Tokenizer(tk, byte_level=False)
 
 
-def byte_level_bpe(tokens: list[str], merges: list[str], token_type, *, model: str
-                   ) -> Tokenizer:
+def byte_level_bpe(tokens: list[str], merges: list[str], token_type, *, model: str) -> Tokenizer:
     """A GPT-2-style byte-level BPE from a GGUF vocabulary (id order) and merge list."""
     tokenizers = require("tokenizers", model=model)
     from tokenizers import AddedToken, decoders, models, pre_tokenizers
@@ -58,12 +57,14 @@ def byte_level_bpe(tokens: list[str], merges: list[str], token_type, *, model: s
     vocab = {tok: i for i, tok in enumerate(tokens)}
     pairs = [tuple(m.split(" ", 1)) for m in merges]
     tk = tokenizers.Tokenizer(models.BPE(vocab, pairs, fuse_unk=False))
-    tk.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Digits(individual_digits=True),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-    ])
+    tk.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Digits(individual_digits=True),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        ]
+    )
     tk.decoder = decoders.ByteLevel()
     if token_type is not None:
-        special = [t for t, kind in zip(tokens, token_type) if kind == CONTROL]
+        special = [t for t, kind in zip(tokens, token_type, strict=False) if kind == CONTROL]
         tk.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in special])
     return Tokenizer(tk, byte_level=True)

@@ -26,12 +26,15 @@ ENTRY = HERE / "widget.js"
 
 _IMPORT = re.compile(
     r"""^import\s+(?:(?P<what>[\w$]+|\*\s+as\s+[\w$]+|\{[^}]*\})\s+from\s+)?["'](?P<path>[^"']+)["'];?""",
-    re.MULTILINE)
+    re.MULTILINE,
+)
 _EXPORT_DECL = re.compile(
     r"^export\s+(?P<kind>async\s+function\*?|function\*?|class|const|let|var)\s+(?P<name>[\w$]+)",
-    re.MULTILINE)
+    re.MULTILINE,
+)
 _REEXPORT = re.compile(
-    r"""^export\s*\{(?P<names>[^}]*)\}\s*from\s*["'](?P<path>[^"']+)["'];?""", re.MULTILINE)
+    r"""^export\s*\{(?P<names>[^}]*)\}\s*from\s*["'](?P<path>[^"']+)["'];?""", re.MULTILINE
+)
 _EXPORT_LIST = re.compile(r"^export\s*\{(?P<names>[^}]*)\}\s*;?", re.MULTILINE)
 _EXPORT_DEFAULT = re.compile(r"^export\s+default\s+", re.MULTILINE)
 _STRAY = re.compile(r"^\s*(import|export)\b|\bimport\s*\(", re.MULTILINE)
@@ -106,9 +109,11 @@ def _module(path: Path) -> tuple[str, list[Path]]:
         exported.append(("default", "__default"))
     stray = _STRAY.search(body)
     if stray:
-        line = body[:stray.start()].count("\n") + 1
-        raise BundleError(f"{path.name}: cannot bundle the import/export near line {line}: "
-                          f"{body.splitlines()[line - 1].strip()!r}")
+        line = body[: stray.start()].count("\n") + 1
+        raise BundleError(
+            f"{path.name}: cannot bundle the import/export near line {line}: "
+            f"{body.splitlines()[line - 1].strip()!r}"
+        )
     ret = ", ".join(f"{json.dumps(name)}: {local}" for name, local in exported)
     lines.append(body.rstrip())
     lines.append(f"return {{ {ret} }};")
@@ -146,16 +151,20 @@ def _label(path: Path) -> str:
 def stylesheets() -> list[Path]:
     """The page's stylesheets in the order index.html links them, then the widget's own."""
     page = (STATIC / "index.html").read_text()
-    found = re.findall(r"""<link[^>]+rel=["']stylesheet["'][^>]*href=["']/static/([^"']+)["']""",
-                       page)
+    found = re.findall(
+        r"""<link[^>]+rel=["']stylesheet["'][^>]*href=["']/static/([^"']+)["']""", page
+    )
     return [STATIC / name for name in found] + [HERE / "widget.css"]
 
 
 def _scoped_css(text: str) -> str:
     """The page's CSS for a shadow root: ``:root`` and ``body`` rules apply to the view's box."""
-    return re.sub(r"(^|[},]\s*)(:root|body)(?=\s*[{,])",
-                  lambda m: m[1] + (":host" if m[2] == ":root" else ".qkv-page"), text,
-                  flags=re.MULTILINE)
+    return re.sub(
+        r"(^|[},]\s*)(:root|body)(?=\s*[{,])",
+        lambda m: m[1] + (":host" if m[2] == ":root" else ".qkv-page"),
+        text,
+        flags=re.MULTILINE,
+    )
 
 
 @functools.cache
@@ -177,8 +186,10 @@ def esm(entry: Path = ENTRY, *, export: bool = True) -> str:
         parts.append(f"// ---- {_label(path)}")
         parts.append(f"__mods[{json.dumps(str(path))}] = (() => {{\n{body}\n}})();")
     parts.append("const qkvWidget = {")
-    parts.append(f"  render: ({{ model, el }}) => __mods[{json.dumps(str(entry.resolve()))}]"
-                 ".render({ model, el, css: QKV_CSS }),")
+    parts.append(
+        f"  render: ({{ model, el }}) => __mods[{json.dumps(str(entry.resolve()))}]"
+        ".render({ model, el, css: QKV_CSS }),"
+    )
     parts.append("};")
     parts.append("export default qkvWidget;" if export else "")
     text = "\n".join(parts)

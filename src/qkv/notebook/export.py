@@ -51,8 +51,14 @@ def _text(x):
     return x if math.isfinite(x) else repr(x)  # as Trace.to_dict writes -inf, inf, nan
 
 
-def table(view: View, *, temperatures=None, select: int | None = None, head: int = 0,
-          layer: int | None = None) -> dict:
+def table(
+    view: View,
+    *,
+    temperatures=None,
+    select: int | None = None,
+    head: int = 0,
+    layer: int | None = None,
+) -> dict:
     """Every payload the file offers, traces stored once: {info, scene, start, traces, rows}."""
     taus = [view.temperature] if not temperatures else [float(t) for t in temperatures]
     taus = list(dict.fromkeys(taus))
@@ -60,14 +66,19 @@ def table(view: View, *, temperatures=None, select: int | None = None, head: int
     heads = range(view.n_heads or 1)
     n = len(taus) * len(layers) * len(heads) * len(view.tokens)
     if n > MAX_PAYLOADS:
-        raise ValueError(f"the file would hold {n} choices (τ values × layers × heads × tokens "
-                         f"= {len(taus)} × {len(layers)} × {len(heads)} × {len(view.tokens)}), "
-                         f"more than {MAX_PAYLOADS}: choose fewer layers or τ values")
+        raise ValueError(
+            f"the file would hold {n} choices (τ values × layers × heads × tokens "
+            f"= {len(taus)} × {len(layers)} × {len(heads)} × {len(view.tokens)}), "
+            f"more than {MAX_PAYLOADS}: choose fewer layers or τ values"
+        )
     for t in taus:
         view.check(select=0, temperature=t, head=0, layer=layers[0])
-    start = {"select": view.select if select is None else token_of(view, select),
-             "temperature": taus[0], "head": head,
-             "layer": layers[0] if layer is None else layer}
+    start = {
+        "select": view.select if select is None else token_of(view, select),
+        "temperature": taus[0],
+        "head": head,
+        "layer": layers[0] if layer is None else layer,
+    }
     view.check(**start)
     traces: list[dict] = []
     seen: dict[int, int] = {}  # id(trace dict) -> index in traces
@@ -83,21 +94,33 @@ def table(view: View, *, temperatures=None, select: int | None = None, head: int
                     if key not in seen:
                         seen[key] = len(traces)
                         traces.append(_short(p["trace"]))
-                    walk = [sections.setdefault(json.dumps(sec), len(sections))
-                            for sec in p["walkthrough"]]
+                    walk = [
+                        sections.setdefault(json.dumps(sec), len(sections))
+                        for sec in p["walkthrough"]
+                    ]
                     sel = p["selected"]
                     if f32:
                         sel = {**sel, "contributions": _float32_text(sel["contributions"])}
                     rows[f"{ti}|{lay}|{hd}|{i}"] = {
-                        "settings": p["settings"], "trace": seen[key], "selected": sel,
-                        "walkthrough": walk}
-    why = ("this file holds the numbers at " +
-           ("τ = " + ", ".join(f"{t:g}" for t in taus)) +
-           " only; export with --temperature (repeatable) for more")
+                        "settings": p["settings"],
+                        "trace": seen[key],
+                        "selected": sel,
+                        "walkthrough": walk,
+                    }
+    why = (
+        "this file holds the numbers at "
+        + ("τ = " + ", ".join(f"{t:g}" for t in taus))
+        + " only; export with --temperature (repeatable) for more"
+    )
     info = {**view.info(), "tau": {"fixed": None, "values": taus, "why": why}}
-    return {"info": info, "scene": {"tokens": view.tokens, "d_model": view.d_model},
-            "start": start, "traces": traces, "rows": rows,
-            "sections": [json.loads(sec) for sec in sections]}
+    return {
+        "info": info,
+        "scene": {"tokens": view.tokens, "d_model": view.d_model},
+        "start": start,
+        "traces": traces,
+        "rows": rows,
+        "sections": [json.loads(sec) for sec in sections],
+    }
 
 
 def document(data: dict, *, title: str) -> str:
@@ -106,12 +129,21 @@ def document(data: dict, *, title: str) -> str:
     script = bundle.esm(export=False) + "\n" + (HERE / "offline.js").read_text()
     payload = json.dumps(data, allow_nan=False, separators=(",", ":")).encode()
     packed = base64.b64encode(gzip.compress(payload, 6, mtime=0)).decode()
-    return _PAGE.format(title=html.escape(title), data=packed,
-                        script=script.replace("</script", "<\\/script"))
+    return _PAGE.format(
+        title=html.escape(title), data=packed, script=script.replace("</script", "<\\/script")
+    )
 
 
-def to_html(obj, path=None, *, temperatures=None, select=None, head: int = 0,
-            layer: int | None = None, title: str | None = None) -> str:
+def to_html(
+    obj,
+    path=None,
+    *,
+    temperatures=None,
+    select=None,
+    head: int = 0,
+    layer: int | None = None,
+    title: str | None = None,
+) -> str:
     """Write ``obj`` (a scene, a Trace or a model's run) as one self-contained HTML file.
 
     temperatures: the τ values to precompute (default: the object's own); select, head,

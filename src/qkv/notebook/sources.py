@@ -28,8 +28,16 @@ TRACE_STEPS = ("q", "k", "v")  # what a one-head trace needs to be rerun at anot
 def _rerun(tr, temperature: float):
     """A one-head trace recomputed at ``temperature`` from its q, k, v, scale and mask."""
     s = tr.settings
-    _, new = attention(tr["q"], tr["k"], tr["v"], mask=s.get("mask"), causal=s.get("causal") or False,
-                       scale=s["scale"], temperature=temperature, return_trace=True)
+    _, new = attention(
+        tr["q"],
+        tr["k"],
+        tr["v"],
+        mask=s.get("mask"),
+        causal=s.get("causal") or False,
+        scale=s["scale"],
+        temperature=temperature,
+        return_trace=True,
+    )
     if "x" in tr:
         new.steps = {"x": tr["x"], **new.steps}
     new.tokens = tr.tokens
@@ -60,28 +68,44 @@ class View:
     def info(self) -> dict:
         """What the view's controls need; sent once (steps: the trace's step names, whose
         pipeline stages the heatmap offers, as the page reads them from ``/api/limits``)."""
-        tau = ({"fixed": self.temperature, "why": self.tau_fixed_because}
-               if self.tau_fixed_because else {"fixed": None, "why": ""})
-        return {"kind": self.kind, "title": self.title, "lesson": self.lesson,
-                "words": self.words(), "tokens": self.tokens, "n_heads": self.n_heads,
-                "layers": self.layers, "d_model": self.d_model, "tau": tau,
-                "grid": self.grid(), "steps": list(STEPS)}
+        tau = (
+            {"fixed": self.temperature, "why": self.tau_fixed_because}
+            if self.tau_fixed_because
+            else {"fixed": None, "why": ""}
+        )
+        return {
+            "kind": self.kind,
+            "title": self.title,
+            "lesson": self.lesson,
+            "words": self.words(),
+            "tokens": self.tokens,
+            "n_heads": self.n_heads,
+            "layers": self.layers,
+            "d_model": self.d_model,
+            "tau": tau,
+            "grid": self.grid(),
+            "steps": list(STEPS),
+        }
 
     def check(self, *, select: int, temperature: float, head: int, layer: int) -> None:
         """A ValueError naming the allowed range for a value this view cannot show."""
         L = len(self.tokens)
         if not 0 <= select < L:
             raise ValueError(f"select must be a token index in [0, {L}), got {select}")
-        if not (isinstance(temperature, (int, float)) and math.isfinite(temperature)
-                and temperature > 0):
+        if not (
+            isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature > 0
+        ):
             raise ValueError(f"temperature must be a finite number > 0, got {temperature}")
         if self.tau_fixed_because and temperature != self.temperature:
-            raise ValueError(f"temperature is fixed at {self.temperature} here: "
-                             f"{self.tau_fixed_because}")
+            raise ValueError(
+                f"temperature is fixed at {self.temperature} here: {self.tau_fixed_because}"
+            )
         heads = self.n_heads or 1
         if not 0 <= head < heads:
-            raise ValueError(f"head must be in [0, {heads}), got {head}" +
-                             ("" if self.n_heads else " (this view has a single head)"))
+            raise ValueError(
+                f"head must be in [0, {heads}), got {head}"
+                + ("" if self.n_heads else " (this view has a single head)")
+            )
         if self.layers is not None and layer not in self.layers:
             raise ValueError(f"layer must be one of {self.layers}, got {layer}")
         if self.layers is None and layer != 0:
@@ -97,12 +121,18 @@ class View:
             selected = {**selected, "head": head}
         return {
             "scene": {"tokens": self.tokens, "d_model": self.d_model},
-            "settings": {"preset": self.key(layer), "select": select, "head": head,
-                         "layer": layer, "temperature": float(temperature)},
+            "settings": {
+                "preset": self.key(layer),
+                "select": select,
+                "head": head,
+                "layer": layer,
+                "temperature": float(temperature),
+            },
             "trace": tr_dict,
             "selected": selected,
-            "walkthrough": views.walkthrough_sections(walk_trace, select,
-                                                      head if self.n_heads else None),
+            "walkthrough": views.walkthrough_sections(
+                walk_trace, select, head if self.n_heads else None
+            ),
         }
 
     def key(self, layer: int) -> str:
@@ -129,10 +159,12 @@ class SceneView(View):
     def words(self) -> str:
         tr = self._trace(self.temperature, 0, 0)[0]
         s = tr.settings
-        return (shape_words(s["L"], s["S"], s["d_k"], s["d_v"], self.n_heads) +
-                f", d_model = {self.d_model}")
+        return (
+            shape_words(s["L"], s["S"], s["d_k"], s["d_v"], self.n_heads)
+            + f", d_model = {self.d_model}"
+        )
 
-    @functools.lru_cache(maxsize=16)
+    @functools.lru_cache(maxsize=16)  # noqa: B019 - a view lives as long as its widget
     def _trace(self, temperature: float, head: int, layer: int):
         tr = self.scene.trace(temperature=temperature)  # (the head axis holds every head)
         return tr, tr.to_dict(), tr
@@ -147,13 +179,17 @@ class TraceView(View):
         w = tr["weights"]
         self.n_heads = s.get("n_heads") or None
         if w.ndim != (3 if self.n_heads else 2):
-            raise ValueError(f"qkv.show draws one sequence: weights of shape ([n_heads,] L, S), "
-                             f"got {w.shape}; index the batch axis before tracing")
+            raise ValueError(
+                f"qkv.show draws one sequence: weights of shape ([n_heads,] L, S), "
+                f"got {w.shape}; index the batch axis before tracing"
+            )
         L, S = w.shape[-2:]
         if L != S:
-            raise ValueError(f"qkv.show draws self-attention (as many queries as keys), got "
-                             f"L = {L} queries × S = {S} keys; the trace's own display "
-                             "(_repr_html_) shows any shape")
+            raise ValueError(
+                f"qkv.show draws self-attention (as many queries as keys), got "
+                f"L = {L} queries × S = {S} keys; the trace's own display "
+                "(_repr_html_) shows any shape"
+            )
         self.trace = tr
         self.dtype = w.dtype
         self.tokens = labels(tr.tokens, L)
@@ -162,8 +198,10 @@ class TraceView(View):
         self.d_model = int(tr["x"].shape[-1]) if "x" in tr else None
         self.title = "trace"
         if self.n_heads:
-            self.tau_fixed_because = ("a multi-head trace holds no W_O, so out cannot be "
-                                      "recomputed at another τ: show the scene or rerun it")
+            self.tau_fixed_because = (
+                "a multi-head trace holds no W_O, so out cannot be "
+                "recomputed at another τ: show the scene or rerun it"
+            )
         elif not all(n in tr for n in TRACE_STEPS):
             self.tau_fixed_because = "this trace holds no q, k, v to rerun at another τ"
 
@@ -171,7 +209,7 @@ class TraceView(View):
         s = self.trace.settings
         return shape_words(s["L"], s["S"], s["d_k"], s["d_v"], self.n_heads)
 
-    @functools.lru_cache(maxsize=16)
+    @functools.lru_cache(maxsize=16)  # noqa: B019 - a view lives as long as its widget
     def _trace(self, temperature: float, head: int, layer: int):
         tr = self.trace if temperature == self.temperature else _rerun(self.trace, temperature)
         return tr, tr.to_dict(), tr
@@ -197,20 +235,27 @@ class ModelView(View):
 
     def words(self) -> str:
         L = len(self.tokens)
-        kv = (f" sharing {count(self.n_kv_heads, 'K/V head')}"
-              if self.n_kv_heads != self.n_heads else "")
-        return (f"{count(len(self.layers), 'layer')} × {count(self.n_heads, 'head')}{kv}; each "
-                f"head: {shape_words(L, L, self.d_head, self.d_head)}, d_model = {self.d_model}")
+        kv = (
+            f" sharing {count(self.n_kv_heads, 'K/V head')}"
+            if self.n_kv_heads != self.n_heads
+            else ""
+        )
+        return (
+            f"{count(len(self.layers), 'layer')} × {count(self.n_heads, 'head')}{kv}; each "
+            f"head: {shape_words(L, L, self.d_head, self.d_head)}, d_model = {self.d_model}"
+        )
 
     def grid(self) -> dict:
         g = views.grid(self.run.weights)
-        note = ("One thumbnail per head: queries down, keys across, darker = more weight "
-                f"(shade ∝ √weight) at the model's τ = {self.temperature:g}. Click one to "
-                "inspect it below; thumbnails are rounded to 1/255, the panels hold the exact "
-                "numbers.")
+        note = (
+            "One thumbnail per head: queries down, keys across, darker = more weight "
+            f"(shade ∝ √weight) at the model's τ = {self.temperature:g}. Click one to "
+            "inspect it below; thumbnails are rounded to 1/255, the panels hold the exact "
+            "numbers."
+        )
         return {**g, "layers": self.layers, "note": note}
 
-    @functools.lru_cache(maxsize=16)
+    @functools.lru_cache(maxsize=16)  # noqa: B019 - a view lives as long as its widget
     def _trace(self, temperature: float, head: int, layer: int):
         layer_trace = self.run.layer(layer)
         tr = views.one_head(layer_trace, head)
@@ -232,8 +277,10 @@ def view_of(obj) -> View:
         if "weights" not in obj.steps:
             raise ValueError(f"this trace has no weights to draw; it has {list(obj.steps)}")
         return TraceView(obj)
-    raise TypeError("qkv.show takes a scene (qkv.presets.load(name)), a qkv.Trace or a model's "
-                    f"run (qkv.models.load(name).trace(text)), got {type(obj).__name__}")
+    raise TypeError(
+        "qkv.show takes a scene (qkv.presets.load(name)), a qkv.Trace or a model's "
+        f"run (qkv.models.load(name).trace(text)), got {type(obj).__name__}"
+    )
 
 
 def token_of(view: View, token) -> int:
@@ -248,5 +295,6 @@ def token_of(view: View, token) -> int:
         for candidates, wanted in ((view.tokens, token), (plain, token.strip().lower())):
             if wanted in candidates:
                 return candidates.index(wanted)
-    raise ValueError(f"select must be a token index 0-{n - 1} or one of {view.tokens}, "
-                     f"got {token!r}")
+    raise ValueError(
+        f"select must be a token index 0-{n - 1} or one of {view.tokens}, got {token!r}"
+    )

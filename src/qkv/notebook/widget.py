@@ -33,8 +33,9 @@ class AttentionWidget(anywidget.AnyWidget):
     def __init__(self, view: View, *, select: int, temperature: float, head: int, layer: int):
         self._view = view
         view.check(select=select, temperature=temperature, head=head, layer=layer)
-        super().__init__(info=view.info(), select=select, temperature=temperature, head=head,
-                         layer=layer)
+        super().__init__(
+            info=view.info(), select=select, temperature=temperature, head=head, layer=layer
+        )
         self._recompute()
 
     @property
@@ -42,8 +43,12 @@ class AttentionWidget(anywidget.AnyWidget):
         return self._view
 
     def _choice(self, **changed) -> dict:
-        now = {"select": self.select, "temperature": self.temperature, "head": self.head,
-               "layer": self.layer}
+        now = {
+            "select": self.select,
+            "temperature": self.temperature,
+            "head": self.head,
+            "layer": self.layer,
+        }
         return {**now, **changed}
 
     # A value the view cannot show is refused with the view's own message (TraitError).
@@ -74,8 +79,9 @@ class AttentionWidget(anywidget.AnyWidget):
             self.send_state()
 
 
-def show(obj, *, select=None, temperature: float | None = None, head: int = 0,
-         layer: int | None = None) -> AttentionWidget:
+def show(
+    obj, *, select=None, temperature: float | None = None, head: int = 0, layer: int | None = None
+) -> AttentionWidget:
     """The interactive panels of a scene, a ``Trace`` or a model's run, as a notebook widget.
 
     select: query token (index or text; default: the scene's, or the last token);
@@ -84,6 +90,9 @@ def show(obj, *, select=None, temperature: float | None = None, head: int = 0,
     """
     view = view_of(obj)
     return AttentionWidget(
-        view, select=view.select if select is None else token_of(view, select),
+        view,
+        select=view.select if select is None else token_of(view, select),
         temperature=view.temperature if temperature is None else float(temperature),
-        head=head, layer=(view.layers[0] if view.layers else 0) if layer is None else layer)
+        head=head,
+        layer=(view.layers[0] if view.layers else 0) if layer is None else layer,
+    )

@@ -1,7 +1,7 @@
 """The bank of exercise kinds, by topic, and how a seed picks and builds them.
 
-    build(kind, seed)         one exercise; the same (kind, seed) always gives the same one
-    draw(topic, n, seed)      n different exercises of a topic ("all": every topic), kinds in turn
+build(kind, seed)         one exercise; the same (kind, seed) always gives the same one
+draw(topic, n, seed)      n different exercises of a topic ("all": every topic), kinds in turn
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ import numpy as np
 from qkv.practice import computing, concepts, masking, sizes
 from qkv.practice.exercise import Exercise
 
-KINDS = {**sizes.KINDS, **computing.SCORES, **computing.SOFTMAX, **masking.KINDS,
-         **concepts.KINDS}
+KINDS = {**sizes.KINDS, **computing.SCORES, **computing.SOFTMAX, **masking.KINDS, **concepts.KINDS}
 TOPICS = ("sizes", "scores", "softmax", "masks", "concepts")
-MAX_SEED = 2 ** 32 - 1
+MAX_SEED = 2**32 - 1
 
 
 def kinds(topic: str = "all") -> list[str]:
@@ -30,7 +29,11 @@ def build(kind: str, seed: int) -> Exercise:
     """The exercise of this kind for this seed, its numbers drawn from default_rng(seed)."""
     if kind not in KINDS:
         raise ValueError(f"unknown exercise kind {kind!r}; choose one of {list(KINDS)}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or not 0 <= seed <= MAX_SEED:
+    if (
+        isinstance(seed, bool)
+        or not isinstance(seed, (int, np.integer))
+        or not 0 <= seed <= MAX_SEED
+    ):
         raise ValueError(f"seed must be an integer in [0, {MAX_SEED}], got {seed!r}")
     # the kind's name joins the seed (crc32: stable across runs and when kinds are added)
     rng = np.random.default_rng([int(seed), zlib.crc32(kind.encode())])
@@ -56,8 +59,9 @@ def identity(ex: Exercise) -> set[tuple]:
 TRIES = 64  # fresh seeds tried for a kind before taking it as used up
 
 
-def draw(topic: str = "all", n: int = 5, seed: int | None = None, *,
-         kind: str | None = None) -> list[Exercise]:
+def draw(
+    topic: str = "all", n: int = 5, seed: int | None = None, *, kind: str | None = None
+) -> list[Exercise]:
     """n different exercises: the topic's kinds shuffled, taken in turn, each with its own seed
     (or n of one ``kind``). A seed that repeats an exercise already drawn (same kind and question
     or numbers) is replaced by a fresh one; a kind with no new exercise left gives its turn to
@@ -75,7 +79,7 @@ def draw(topic: str = "all", n: int = 5, seed: int | None = None, *,
     out: list[Exercise] = []
     seen: set[tuple] = set()
     used_up: set[str] = set()
-    for k, s in zip(picked[:n], seeds):
+    for k, s in zip(picked[:n], seeds, strict=False):
         order = [k] + [m for m in names if m != k]  # the kind's turn, then the others by rank
         ex = None
         for m in (m for m in order if m not in used_up):
@@ -85,8 +89,10 @@ def draw(topic: str = "all", n: int = 5, seed: int | None = None, *,
             used_up.add(m)
         if ex is None:
             what = f"kind {kind!r}" if kind else f"topic {topic!r}"
-            raise ValueError(f"{what} has {len(out)} different exercises; asked for {n}, so "
-                             f"some would repeat (ask for {len(out)} or fewer)")
+            raise ValueError(
+                f"{what} has {len(out)} different exercises; asked for {n}, so "
+                f"some would repeat (ask for {len(out)} or fewer)"
+            )
         out.append(ex)
         seen |= identity(ex)
     return out

@@ -5,7 +5,6 @@ the worked solutions reuse the walkthrough's number formatting (``qkv.explain``)
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from qkv import attention, attention_weights, steps
@@ -36,10 +35,14 @@ def dot(rng) -> dict:
     what = "the scaled score q·k ÷ √d_k" if scaled else "the score q·k (no scaling)"
     return dict(
         prompt=f"q = {vec(q[0], 1)}, k = {vec(k[0], 1)}. What is {what}?",
-        answer_type="number", answer=answer, tol=0.01,
+        answer_type="number",
+        answer=answer,
+        tol=0.01,
         hint="Multiply the vectors entry by entry and add the products"
-             + (f", then divide by √{d}." if scaled else "."),
-        solution=tuple(lines), data={"q": q[0].tolist(), "k": k[0].tolist(), "scaled": scaled})
+        + (f", then divide by √{d}." if scaled else "."),
+        solution=tuple(lines),
+        data={"q": q[0].tolist(), "k": k[0].tolist(), "scaled": scaled},
+    )
 
 
 def winner(rng) -> dict:
@@ -55,19 +58,22 @@ def winner(rng) -> dict:
     scores = trace.steps["scores"][0]
     best = int(np.argmax(w))
     lines = [f"{tokens[j]}: q·k = {dot_terms(q[0], K[j])}" for j in range(n)]
-    lines += [f"scaled (÷ √{d}) = {vec(trace.steps['scaled'][0], 3)}",
-              f"weights = softmax(scaled) = {vec(w, 3)}",
-              f"the largest score always gets the most weight: {tokens[best]} "
-              f"({fmt(w[best], 3)})"]
+    lines += [
+        f"scaled (÷ √{d}) = {vec(trace.steps['scaled'][0], 3)}",
+        f"weights = softmax(scaled) = {vec(w, 3)}",
+        f"the largest score always gets the most weight: {tokens[best]} ({fmt(w[best], 3)})",
+    ]
     keys = "\n".join(f"  k({t}) = {vec(K[j], 1)}" for j, t in enumerate(tokens))
     return dict(
         prompt=f"A query q = {vec(q[0], 1)} meets {n} keys:\n{keys}\n"
-               f"Which key gets the most attention weight?",
-        answer_type="choice", answer=best, choices=tuple(tokens),
+        f"Which key gets the most attention weight?",
+        answer_type="choice",
+        answer=best,
+        choices=tuple(tokens),
         hint="Softmax keeps the order of the scores: find the largest q·k.",
         solution=tuple(lines),
-        data={"q": q[0].tolist(), "K": K.tolist(), "tokens": tokens,
-              "scores": scores.tolist()})
+        data={"q": q[0].tolist(), "K": K.tolist(), "tokens": tokens, "scores": scores.tolist()},
+    )
 
 
 def output(rng) -> dict:
@@ -78,20 +84,25 @@ def output(rng) -> dict:
     z, trace = attention(q, K, V, return_trace=True)
     w = trace.steps["weights"][0]
     terms = trace.contributions(0)  # (n, d_v)
-    lines = [f"scaled scores = q·k ÷ √2 = {vec(trace.steps['scaled'][0], 3)}",
-             f"weights = softmax(scaled) = {vec(w, 3)}"]
-    lines += [f"{fmt(w[j], 3)} × v({t}) {vec(V[j], 1)} = {vec(terms[j], 3)}"
-              for j, t in enumerate(tokens)]
+    lines = [
+        f"scaled scores = q·k ÷ √2 = {vec(trace.steps['scaled'][0], 3)}",
+        f"weights = softmax(scaled) = {vec(w, 3)}",
+    ]
+    lines += [
+        f"{fmt(w[j], 3)} × v({t}) {vec(V[j], 1)} = {vec(terms[j], 3)}" for j, t in enumerate(tokens)
+    ]
     lines.append(f"z = sum of those rows = {vec(z[0], 3)}")
-    rows = "\n".join(f"  {t}: k = {vec(K[j], 1)}, v = {vec(V[j], 1)}"
-                     for j, t in enumerate(tokens))
+    rows = "\n".join(f"  {t}: k = {vec(K[j], 1)}, v = {vec(V[j], 1)}" for j, t in enumerate(tokens))
     return dict(
         prompt=f"One query q = {vec(q[0], 1)} attends (scaled by 1/√2) over {n} tokens:\n{rows}\n"
-               f"What is the output z = Σ w_j·v_j?",
-        answer_type="vector", answer=tuple(float(x) for x in z[0]), tol=0.02,
+        f"What is the output z = Σ w_j·v_j?",
+        answer_type="vector",
+        answer=tuple(float(x) for x in z[0]),
+        tol=0.02,
         hint="Scores q·k ÷ √2 → softmax → weights; then add up each v scaled by its weight.",
         solution=tuple(lines),
-        data={"q": q[0].tolist(), "K": K.tolist(), "V": V.tolist(), "tokens": tokens})
+        data={"q": q[0].tolist(), "K": K.tolist(), "V": V.tolist(), "tokens": tokens},
+    )
 
 
 def softmax(rng) -> dict:
@@ -101,21 +112,29 @@ def softmax(rng) -> dict:
     p = steps.softmax(steps.temper(x, tau))  # (3,)
     e = np.exp(x / tau)
     tau_txt = "" if tau == 1 else f" at temperature τ = {tau:g}"
-    lines = [f"e^(x/τ) = [{', '.join(f'{v:.3f}' for v in e)}], sum = {e.sum():.3f}",
-             f"p = e^(x/τ) ÷ sum = {vec(p, 3)}",
-             f"p[{j}] = {e[j]:.3f} ÷ {e.sum():.3f} = {fmt(p[j], 3)}"]
+    lines = [
+        f"e^(x/τ) = [{', '.join(f'{v:.3f}' for v in e)}], sum = {e.sum():.3f}",
+        f"p = e^(x/τ) ÷ sum = {vec(p, 3)}",
+        f"p[{j}] = {e[j]:.3f} ÷ {e.sum():.3f} = {fmt(p[j], 3)}",
+    ]
     return dict(
         prompt=f"softmax([{', '.join(f'{v:g}' for v in x)}]){tau_txt}: what is the "
-               f"probability of entry {j} (counting from 0, x[{j}] = {x[j]:g})?",
-        answer_type="number", answer=float(p[j]), tol=0.01,
+        f"probability of entry {j} (counting from 0, x[{j}] = {x[j]:g})?",
+        answer_type="number",
+        answer=float(p[j]),
+        tol=0.01,
         hint="p_j = e^(x_j/τ) ÷ Σ_i e^(x_i/τ); e ≈ 2.718, e² ≈ 7.389, e³ ≈ 20.09.",
-        solution=tuple(lines), data={"x": x.tolist(), "tau": tau, "j": j})
+        solution=tuple(lines),
+        data={"x": x.tolist(), "tau": tau, "j": j},
+    )
 
 
-LIMIT_CHOICES = ("all the weight goes to the largest score (one-hot)",
-                 "every key gets the same weight 1/n",
-                 "nothing changes: softmax ignores τ",
-                 "every weight goes to 0")
+LIMIT_CHOICES = (
+    "all the weight goes to the largest score (one-hot)",
+    "every key gets the same weight 1/n",
+    "nothing changes: softmax ignores τ",
+    "every weight goes to 0",
+)
 
 
 def temperature_limit(rng) -> dict:
@@ -134,17 +153,23 @@ def temperature_limit(rng) -> dict:
         answer = 1
     else:
         raise AssertionError(f"τ = {taus[-1]} gave neither a one-hot nor a flat row: {w}")
-    lines = [f"τ = {t:g}: weights = {vec(r, 3)}" for t, r in zip(taus, rows)]
-    lines.append("dividing by a tiny τ stretches the gaps between scores until the largest "
-                 "dominates" if cold else
-                 "dividing by a huge τ squeezes every score toward 0, and softmax of equal "
-                 "scores is uniform")
+    lines = [f"τ = {t:g}: weights = {vec(r, 3)}" for t, r in zip(taus, rows, strict=False)]
+    lines.append(
+        "dividing by a tiny τ stretches the gaps between scores until the largest dominates"
+        if cold
+        else "dividing by a huge τ squeezes every score toward 0, and softmax of equal "
+        "scores is uniform"
+    )
     return dict(
         prompt=f"The scores of one query are [{', '.join(f'{v:g}' for v in x)}]. What do its "
-               f"weights softmax(scores ÷ τ) become as τ → {'0' if cold else '∞'}?",
-        answer_type="choice", answer=answer, choices=LIMIT_CHOICES,
+        f"weights softmax(scores ÷ τ) become as τ → {'0' if cold else '∞'}?",
+        answer_type="choice",
+        answer=answer,
+        choices=LIMIT_CHOICES,
         hint="Look at the gaps between scores after dividing by τ.",
-        solution=tuple(lines), data={"x": x.tolist(), "tau_to": "0" if cold else "inf"})
+        solution=tuple(lines),
+        data={"x": x.tolist(), "tau_to": "0" if cold else "inf"},
+    )
 
 
 SCORES = {"scores/dot": dot, "scores/winner": winner, "scores/output": output}

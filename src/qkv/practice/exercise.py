@@ -65,8 +65,9 @@ class Exercise:
         if self.answer_type == "keys":
             return f"key positions 0–{self.size - 1} separated by spaces, or 'none'"
         if self.answer_type == "vector":
-            return (f"{len(self.answer)} numbers separated by spaces"
-                    + (f" (within ±{self.tol:g} each)" if self.tol else ""))
+            return f"{len(self.answer)} numbers separated by spaces" + (
+                f" (within ±{self.tol:g} each)" if self.tol else ""
+            )
         return f"the letters a–{LETTERS[n - 1]} in order, each once (e.g. '{LETTERS[:n]}')"
 
     def tolerance_text(self) -> str:
@@ -85,13 +86,22 @@ class Exercise:
             return " ".join(str(j) for j in a) if a else "none"
         if self.answer_type == "vector":
             return "[" + ", ".join(f"{x:.2f}" for x in a) + "]"
-        return " ".join(LETTERS[j] for j in a) + "  (" + " → ".join(self.choices[j] for j in a) + ")"
+        return (
+            " ".join(LETTERS[j] for j in a) + "  (" + " → ".join(self.choices[j] for j in a) + ")"
+        )
 
     def public(self) -> dict:
         """Everything a client may see before answering (no answer, no solution)."""
-        return {"kind": self.kind, "topic": self.topic, "seed": self.seed, "prompt": self.prompt,
-                "answer_type": self.answer_type, "choices": list(self.choices),
-                "answer_format": self.answer_format(), "hint": self.hint}
+        return {
+            "kind": self.kind,
+            "topic": self.topic,
+            "seed": self.seed,
+            "prompt": self.prompt,
+            "answer_type": self.answer_type,
+            "choices": list(self.choices),
+            "answer_format": self.answer_format(),
+            "hint": self.hint,
+        }
 
 
 @dataclass(frozen=True)
@@ -118,16 +128,22 @@ def check(ex: Exercise, text: str) -> Verdict:
         return Verdict(j == ex.answer, LETTERS[j], ex.expected_text())
     if t == "keys":
         keys = _parse_keys(text, ex.size)
-        return Verdict(keys == tuple(ex.answer), " ".join(map(str, keys)) or "none",
-                       ex.expected_text())
+        return Verdict(
+            keys == tuple(ex.answer), " ".join(map(str, keys)) or "none", ex.expected_text()
+        )
     if t == "vector":
         xs = _parse_vector(text, len(ex.answer))
         gap = float(np.max(np.abs(np.subtract(xs, ex.answer))))
-        return Verdict(gap <= ex.tol + 1e-12, "[" + ", ".join(f"{x:g}" for x in xs) + "]",
-                       ex.expected_text(), gap)
+        return Verdict(
+            gap <= ex.tol + 1e-12,
+            "[" + ", ".join(f"{x:g}" for x in xs) + "]",
+            ex.expected_text(),
+            gap,
+        )
     order = _parse_letters(text, len(ex.choices), single=False)
-    return Verdict(order == tuple(ex.answer), " ".join(LETTERS[j] for j in order),
-                   ex.expected_text())
+    return Verdict(
+        order == tuple(ex.answer), " ".join(LETTERS[j] for j in order), ex.expected_text()
+    )
 
 
 _SUFFIX = {"k": 1e3, "m": 1e6, "g": 1e9}
@@ -151,8 +167,9 @@ def parse_number(text: str) -> float:
             raise AnswerError(f"expected a number, got a division by zero in {text!r}")
         value /= float(parts[1])
     if not (math.isfinite(value) and abs(value) <= MAX_NUMBER):
-        raise AnswerError(f"expected a finite number of size at most {MAX_NUMBER:.0e}, "
-                          f"got {text!r}")
+        raise AnswerError(
+            f"expected a finite number of size at most {MAX_NUMBER:.0e}, got {text!r}"
+        )
     return value
 
 
@@ -164,8 +181,9 @@ def _parse_letters(text: str, n: int, *, single: bool) -> tuple[int, ...]:
             raise AnswerError(f"expected one letter a–{allowed[-1]}, got {text!r}")
         return (allowed.index(s),)
     if sorted(s) != sorted(allowed):
-        raise AnswerError(f"expected each of the letters {', '.join(allowed)} exactly once, "
-                          f"got {text!r}")
+        raise AnswerError(
+            f"expected each of the letters {', '.join(allowed)} exactly once, got {text!r}"
+        )
     return tuple(allowed.index(c) for c in s)
 
 
@@ -175,8 +193,9 @@ def _parse_keys(text: str, size: int) -> tuple[int, ...]:
         return ()
     items = [p for p in re.split(r"[\s,;]+", s) if p]
     if not items or not all(re.fullmatch(r"\d+", p) for p in items):  # "," holds no position
-        raise AnswerError(f"expected key positions 0–{size - 1} separated by spaces, or 'none', "
-                          f"got {text!r}")
+        raise AnswerError(
+            f"expected key positions 0–{size - 1} separated by spaces, or 'none', got {text!r}"
+        )
     keys = sorted({int(p) for p in items})
     if keys[-1] >= size:
         raise AnswerError(f"key positions run from 0 to {size - 1}, got {keys[-1]}")

@@ -19,7 +19,7 @@ def _row_picture(row) -> str:
 def _rule(L: int, S: int, align: str) -> str:
     if align == "bottom-right":
         shift = f"i + {S - L}" if S >= L else f"i − {L - S}"
-        where = (f" (the {L} queries are the last {L} of the {S} positions)" if S >= L else "")
+        where = f" (the {L} queries are the last {L} of the {S} positions)" if S >= L else ""
         return f"bottom-right: query i sees keys j ≤ i + (S − L) = {shift}{where}"
     return "top-left: query i sees keys j ≤ i (queries and keys both start at position 0)"
 
@@ -31,17 +31,23 @@ def hidden_keys(rng) -> dict:
     i = int(rng.integers(L))
     mask = masks.causal(L, S, align)  # (L, S), True = may attend
     hidden = tuple(int(j) for j in np.flatnonzero(~mask[i]))
-    lines = [_rule(L, S, align),
-             f"query {i}: visible keys {[int(j) for j in np.flatnonzero(mask[i])]}, "
-             f"hidden {list(hidden) or 'none'}",
-             "the whole mask (■ = may attend, · = hidden; one row per query):"]
+    lines = [
+        _rule(L, S, align),
+        f"query {i}: visible keys {[int(j) for j in np.flatnonzero(mask[i])]}, "
+        f"hidden {list(hidden) or 'none'}",
+        "the whole mask (■ = may attend, · = hidden; one row per query):",
+    ]
     lines += [f"  query {r}: {_row_picture(mask[r])}" for r in range(L)]
     return dict(
         prompt=f"Causal attention with L = {L} queries over S = {S} keys (positions 0–{S - 1}), "
-               f"{align} alignment. Which keys does query {i} NOT see? (counting from 0)",
-        answer_type="keys", answer=hidden, size=S,
+        f"{align} alignment. Which keys does query {i} NOT see? (counting from 0)",
+        answer_type="keys",
+        answer=hidden,
+        size=S,
         hint=_rule(L, S, align).split(": ", 1)[1] + "; the rest are hidden.",
-        solution=tuple(lines), data={"L": L, "S": S, "align": align, "i": i})
+        solution=tuple(lines),
+        data={"L": L, "S": S, "align": align, "i": i},
+    )
 
 
 def empty_rows(rng) -> dict:
@@ -49,23 +55,32 @@ def empty_rows(rng) -> dict:
     L = S + int(rng.integers(1, 4))
     mask = masks.causal(L, S, "bottom-right")  # (L, S)
     empty = int((~mask.any(axis=1)).sum())
-    lines = [_rule(L, S, "bottom-right"),
-             f"i + ({S} − {L}) < 0 for i < {L - S}: those queries see no key"]
+    lines = [
+        _rule(L, S, "bottom-right"),
+        f"i + ({S} − {L}) < 0 for i < {L - S}: those queries see no key",
+    ]
     lines += [f"  query {r}: {_row_picture(mask[r])}" for r in range(L)]
-    lines.append("qkv gives such a row weights 0 and output 0 (softmax over nothing is "
-                 "undefined; 0 is what 'attends to nothing' means)")
+    lines.append(
+        "qkv gives such a row weights 0 and output 0 (softmax over nothing is "
+        "undefined; 0 is what 'attends to nothing' means)"
+    )
     return dict(
         prompt=f"A causal mask with bottom-right alignment has L = {L} queries but only S = {S} "
-               f"keys. How many query rows see no key at all?",
-        answer_type="number", answer=empty,
+        f"keys. How many query rows see no key at all?",
+        answer_type="number",
+        answer=empty,
         hint="Bottom-right: query i sees keys j ≤ i + (S − L). When is i + S − L negative?",
-        solution=tuple(lines), data={"L": L, "S": S})
+        solution=tuple(lines),
+        data={"L": L, "S": S},
+    )
 
 
-EMPTY_CHOICES = ("its weights are all 0 and its output z is 0",
-                 "it spreads its weight evenly, 1/S per key",
-                 "its weights and output are NaN",
-                 "the call raises an error")
+EMPTY_CHOICES = (
+    "its weights are all 0 and its output z is 0",
+    "it spreads its weight evenly, 1/S per key",
+    "its weights and output are NaN",
+    "the call raises an error",
+)
 
 
 def empty_row_value(rng) -> dict:
@@ -85,20 +100,29 @@ def empty_row_value(rng) -> dict:
             answer = 0
         else:
             answer = 1
-        lines = [f"L = {L} queries, S = {S} keys, bottom-right: query 0 sees keys j ≤ 0 + "
-                 f"({S} − {L}) = −1, i.e. none",
-                 f"qkv.attention(q, k, v, causal=True): weights[0] = {vec(w0, 3)}, "
-                 f"z[0] = {vec(z[0], 3)}",
-                 f"query 1 sees key 0 only: weights[1] = {vec(trace.steps['weights'][1], 3)}",
-                 "the masked scores are −∞; with no finite score left, qkv decides from the mask "
-                 "and returns 0 rather than 0/0 = NaN"]
+        lines = [
+            f"L = {L} queries, S = {S} keys, bottom-right: query 0 sees keys j ≤ 0 + "
+            f"({S} − {L}) = −1, i.e. none",
+            f"qkv.attention(q, k, v, causal=True): weights[0] = {vec(w0, 3)}, "
+            f"z[0] = {vec(z[0], 3)}",
+            f"query 1 sees key 0 only: weights[1] = {vec(trace.steps['weights'][1], 3)}",
+            "the masked scores are −∞; with no finite score left, qkv decides from the mask "
+            "and returns 0 rather than 0/0 = NaN",
+        ]
     return dict(
         prompt=f"In qkv, query 0 of a causal (bottom-right) attention with L = {L} queries and "
-               f"S = {S} keys can see no key. What does that row get?",
-        answer_type="choice", answer=answer, choices=EMPTY_CHOICES,
+        f"S = {S} keys can see no key. What does that row get?",
+        answer_type="choice",
+        answer=answer,
+        choices=EMPTY_CHOICES,
         hint="softmax of a row of −∞ is 0/0; qkv chooses a defined value from the mask.",
-        solution=tuple(lines), data={"L": L, "S": S})
+        solution=tuple(lines),
+        data={"L": L, "S": S},
+    )
 
 
-KINDS = {"masks/hidden": hidden_keys, "masks/empty_rows": empty_rows,
-         "masks/empty_row_value": empty_row_value}
+KINDS = {
+    "masks/hidden": hidden_keys,
+    "masks/empty_rows": empty_rows,
+    "masks/empty_row_value": empty_row_value,
+}

@@ -33,13 +33,20 @@ STATIC = Path(__file__).parent / "static"
 
 def limits() -> dict:
     """The bounds the API enforces and the step names, so the page never copies them by hand."""
-    return {"steps": list(STEPS), "max_abs": schemas.MAX_ABS,
-            "max_scene_tokens": schemas.MAX_SCENE_TOKENS, "max_dims": schemas.MAX_DIMS,
-            "max_heads": schemas.MAX_HEADS, "max_token_chars": schemas.MAX_TOKEN_CHARS,
-            "tau_min": schemas.TAU_MIN, "tau_max": schemas.TAU_MAX,
-            "model_page_tokens": models.MODEL_PAGE_TOKENS, "model_max_chars": models.MAX_CHARS,
-            "max_answer_chars": practice.MAX_ANSWER_CHARS,
-            "max_body_bytes": schemas.MAX_BODY_BYTES}
+    return {
+        "steps": list(STEPS),
+        "max_abs": schemas.MAX_ABS,
+        "max_scene_tokens": schemas.MAX_SCENE_TOKENS,
+        "max_dims": schemas.MAX_DIMS,
+        "max_heads": schemas.MAX_HEADS,
+        "max_token_chars": schemas.MAX_TOKEN_CHARS,
+        "tau_min": schemas.TAU_MIN,
+        "tau_max": schemas.TAU_MAX,
+        "model_page_tokens": models.MODEL_PAGE_TOKENS,
+        "model_max_chars": models.MAX_CHARS,
+        "max_answer_chars": practice.MAX_ANSWER_CHARS,
+        "max_body_bytes": schemas.MAX_BODY_BYTES,
+    }
 
 
 def create_app(*, model_pool=None) -> FastAPI:
@@ -47,9 +54,14 @@ def create_app(*, model_pool=None) -> FastAPI:
 
     model_pool: a ``models.ModelPool`` (default: a new one that loads models on first use).
     """
-    app = FastAPI(title="qkv simulator", version="1", docs_url=None, redoc_url=None,
-                  openapi_url="/api/openapi.json",
-                  description="Query-key-value attention with every number from qkv's engine.")
+    app = FastAPI(
+        title="qkv simulator",
+        version="1",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/api/openapi.json",
+        description="Query-key-value attention with every number from qkv's engine.",
+    )
 
     errors.install(app)
     app.add_middleware(BodyLimit, max_bytes=schemas.MAX_BODY_BYTES)

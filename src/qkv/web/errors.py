@@ -31,8 +31,9 @@ class FieldError(ValueError):
 
 
 def error_response(status: int, items: list[dict]) -> JSONResponse:
-    message = "; ".join(f"{_where(e['loc'])}: {e['msg']}" if e.get("loc") else e["msg"]
-                        for e in items)
+    message = "; ".join(
+        f"{_where(e['loc'])}: {e['msg']}" if e.get("loc") else e["msg"] for e in items
+    )
     return JSONResponse({"message": message, "detail": items}, status_code=status)
 
 
@@ -51,17 +52,24 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError):
-        items = [{"loc": [_clip(p) if isinstance(p, str) else p for p in e.get("loc", ())],
-                  "msg": e.get("msg", ""),
-                  "type": e.get("type", "")} for e in exc.errors()]
+        items = [
+            {
+                "loc": [_clip(p) if isinstance(p, str) else p for p in e.get("loc", ())],
+                "msg": e.get("msg", ""),
+                "type": e.get("type", ""),
+            }
+            for e in exc.errors()
+        ]
         return error_response(422, items)
 
     @app.exception_handler(FieldError)
     async def field_error(request: Request, exc: FieldError):
-        return error_response(exc.status, [{"loc": ["body", exc.field], "msg": exc.message,
-                                            "type": "value_error"}])
+        return error_response(
+            exc.status, [{"loc": ["body", exc.field], "msg": exc.message, "type": "value_error"}]
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException):
-        return error_response(exc.status_code, [{"loc": [], "msg": str(exc.detail),
-                                                 "type": "http"}])
+        return error_response(
+            exc.status_code, [{"loc": [], "msg": str(exc.detail), "type": "http"}]
+        )

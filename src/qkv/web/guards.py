@@ -1,9 +1,9 @@
 """ASGI middleware around the whole simulator app, one concern each:
 
-    SecurityHeaders   the page loads nothing from anywhere but this server
-    HeadAsGet         HEAD is answered like GET (same status and headers, no body)
-    BodyLimit         a request body past ``max_bytes`` is a 413 in the API's JSON error shape,
-                      whether its Content-Length says so or its streamed chunks add up to it
+SecurityHeaders   the page loads nothing from anywhere but this server
+HeadAsGet         HEAD is answered like GET (same status and headers, no body)
+BodyLimit         a request body past ``max_bytes`` is a 413 in the API's JSON error shape,
+                  whether its Content-Length says so or its streamed chunks add up to it
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from qkv.web.errors import error_response
 
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
-                               "style-src 'self'; script-src 'self'; connect-src 'self'; "
-                               "base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+    "style-src 'self'; script-src 'self'; connect-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
 }
@@ -65,8 +65,9 @@ class BodyTooLarge(HTTPException):
 
     def __init__(self, size: int | None, limit: int):
         said = "over the limit" if size is None else f"{size:,} bytes"
-        super().__init__(413, f"the request body is {said}; this server reads at most "
-                              f"{limit:,} bytes")
+        super().__init__(
+            413, f"the request body is {said}; this server reads at most {limit:,} bytes"
+        )
 
 
 class BodyLimit:

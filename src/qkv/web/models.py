@@ -41,24 +41,38 @@ ModelName = Literal[tuple(models.NAMES)]
 class ModelTraceRequest(BaseModel):
     """A sentence through a real model; which layer, head and query token to inspect."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
-        {"model": "smollm2-135m", "text": "The cat sat on the mat", "layer": 3, "head": 2}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"model": "smollm2-135m", "text": "The cat sat on the mat", "layer": 3, "head": 2}
+            ]
+        },
+    )
 
     model: ModelName = Field(description="GET /api/models lists them")  # router() narrows it
-    text: str = Field(min_length=1, max_length=MAX_CHARS,
-                      description=f"the sentence; at most {MODEL_PAGE_TOKENS} tokens")
+    text: str = Field(
+        min_length=1,
+        max_length=MAX_CHARS,
+        description=f"the sentence; at most {MODEL_PAGE_TOKENS} tokens",
+    )
     layer: int = Field(0, strict=True, ge=0, description="layer to inspect, from 0")
     head: int = Field(0, strict=True, ge=0, description="query head to inspect, from 0")
-    select: int | None = Field(None, strict=True, ge=0,
-                               description="query token index; default: the last token")
-    grid: bool = Field(True, strict=True,
-                       description="include every layer's and head's weights (the grid)")
+    select: int | None = Field(
+        None, strict=True, ge=0, description="query token index; default: the last token"
+    )
+    grid: bool = Field(
+        True, strict=True, description="include every layer's and head's weights (the grid)"
+    )
 
 
 class ModelInfo(BaseModel):
     name: str
-    local: bool = Field(False, description="a transformers directory the server was started "
-                                           "with (computed by qkv through qkv.hf)")
+    local: bool = Field(
+        False,
+        description="a transformers directory the server was started "
+        "with (computed by qkv through qkv.hf)",
+    )
     installed: bool | None = Field(None, description="None until checked")
     n_layers: int | None = None
     n_heads: int | None = None
@@ -82,9 +96,11 @@ class ModelTraceResponse(BaseModel):
     tokens: list[str]
     settings: dict = Field(description="model, layer, head, select actually used")
     grid: Grid | None
-    trace: dict = Field(description="Trace.to_dict() of the selected head alone (no head axis): "
-                                    "q, k, v (after RoPE where the model has it), scores … "
-                                    "weights, z")
+    trace: dict = Field(
+        description="Trace.to_dict() of the selected head alone (no head axis): "
+        "q, k, v (after RoPE where the model has it), scores … "
+        "weights, z"
+    )
     selected: Selected
     walkthrough: list[Section]
 
@@ -92,14 +108,17 @@ class ModelTraceResponse(BaseModel):
 class ModelPool:
     """Models loaded on first use, once per process; finished runs kept for a few sentences."""
 
-    def __init__(self, loader=models.load, *, loaded: dict | None = None,
-                 local: dict | None = None):
+    def __init__(
+        self, loader=models.load, *, loaded: dict | None = None, local: dict | None = None
+    ):
         """local: name -> an already loaded ``qkv.hf.local.LocalModel``, offered besides the
         bundled models (names must differ from theirs)."""
         local = dict(local or {})
         if clash := set(local) & set(models.NAMES):
-            raise ValueError(f"local model names must differ from the bundled "
-                             f"{models.names()}, got {sorted(clash)}")
+            raise ValueError(
+                f"local model names must differ from the bundled "
+                f"{models.names()}, got {sorted(clash)}"
+            )
         self.loader = loader
         self.loaded = {**(loaded or {}), **local}
         self.local = set(local)
@@ -119,8 +138,9 @@ class ModelPool:
                     self.loaded[name] = self.loader(name)
                 except models.ModelNotInstalled as e:  # the request names a model this
                     self.missing[name] = str(e)  # server cannot run: a 4xx, never a 5xx
-                    raise FieldError("model", f"{name} is not installed on this server: {e}",
-                                     status=422) from None
+                    raise FieldError(
+                        "model", f"{name} is not installed on this server: {e}", status=422
+                    ) from None
             return self.loaded[name]
 
     def run(self, model, text: str):
@@ -138,8 +158,10 @@ class ModelPool:
                     self.runs.move_to_end(key)
                     return self.runs[key]
             try:
-                with self.run_locks.get(model.name, contextlib.nullcontext()), \
-                        failures_named(model.name, model.name in self.local):
+                with (
+                    self.run_locks.get(model.name, contextlib.nullcontext()),
+                    failures_named(model.name, model.name in self.local),
+                ):
                     result = model.trace(text)
                 with self.lock:
                     self.runs[key] = result
@@ -154,9 +176,16 @@ class ModelPool:
         m = self.loaded.get(name)
         if m is None:
             return ModelInfo(name=name, installed=False if name in self.missing else None)
-        return ModelInfo(name=name, local=name in self.local, installed=True,
-                         n_layers=m.n_layers, n_heads=m.n_heads,
-                         n_kv_heads=m.n_kv_heads, d_model=m.d_model, d_head=m.d_head)
+        return ModelInfo(
+            name=name,
+            local=name in self.local,
+            installed=True,
+            n_layers=m.n_layers,
+            n_heads=m.n_heads,
+            n_kv_heads=m.n_kv_heads,
+            d_model=m.d_model,
+            d_head=m.d_head,
+        )
 
 
 @contextlib.contextmanager
@@ -191,14 +220,19 @@ def checked(pool: ModelPool, req) -> tuple[object, list[str]]:
     """(the loaded model, the text's token labels) for a request naming a model, a text, a
     layer and a head; each out of range is a 422 naming its field."""
     if not req.text.strip():
-        raise FieldError("text", f"text must contain at least one non-space character, got "
-                                 f"{shown(req.text)}")
+        raise FieldError(
+            "text", f"text must contain at least one non-space character, got {shown(req.text)}"
+        )
     m = pool.get(req.model)
     try:
         _, labels = m.encode(req.text, limit=MODEL_PAGE_TOKENS)
     except ValueError as e:
-        raise FieldError("text", str(e).replace("a trace keeps every step of every layer, so "
-                                                "it reads", "the page reads")) from None
+        raise FieldError(
+            "text",
+            str(e).replace(
+                "a trace keeps every step of every layer, so it reads", "the page reads"
+            ),
+        ) from None
     in_range("layer", req.layer, m.n_layers, f"({req.model} has {m.n_layers} layers)")
     in_range("head", req.head, m.n_heads, f"({req.model} has {m.n_heads} heads a layer)")
     return m, list(labels)
@@ -228,8 +262,11 @@ def router(pool: ModelPool) -> APIRouter:
     """The model endpoints, answered from ``pool``."""
     routes = APIRouter()
     # the request names one of this pool's models: anything else is a 422 before any work
-    Request = create_model("ModelTraceRequest", __base__=ModelTraceRequest, model=(
-        Literal[tuple(pool.names)], Field(description="GET /api/models lists them")))
+    Request = create_model(
+        "ModelTraceRequest",
+        __base__=ModelTraceRequest,
+        model=(Literal[tuple(pool.names)], Field(description="GET /api/models lists them")),
+    )
 
     @routes.get("/api/models", response_model=list[ModelInfo])
     def list_models():
@@ -242,8 +279,15 @@ def router(pool: ModelPool) -> APIRouter:
         return JSONResponse(run(pool, req))
 
     model_trace.__annotations__["req"] = Request  # a class made here, not a name to look up
-    routes.post("/api/model/trace", response_model=ModelTraceResponse,
-                responses={422: {"description": "a field is missing, malformed or out of range, "
-                                                "the model is not one GET /api/models lists, "
-                                                "or it is not installed"}})(model_trace)
+    routes.post(
+        "/api/model/trace",
+        response_model=ModelTraceResponse,
+        responses={
+            422: {
+                "description": "a field is missing, malformed or out of range, "
+                "the model is not one GET /api/models lists, "
+                "or it is not installed"
+            }
+        },
+    )(model_trace)
     return routes

@@ -44,11 +44,14 @@ class PracticeExercise(BaseModel):
 
 
 class CheckRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
-        {"kind": "sizes/d_head", "seed": 1, "answer": "64"}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"kind": "sizes/d_head", "seed": 1, "answer": "64"}]},
+    )
 
-    kind: str = Field(max_length=MAX_NAME_CHARS,
-                      description="an exercise kind (GET /api/practice/topics)")
+    kind: str = Field(
+        max_length=MAX_NAME_CHARS, description="an exercise kind (GET /api/practice/topics)"
+    )
     seed: int = Field(strict=True, ge=0, le=MAX_SEED)
     answer: str = Field(max_length=MAX_ANSWER_CHARS, description="as a learner types it")
 
@@ -56,8 +59,10 @@ class CheckRequest(BaseModel):
 class Verdict(BaseModel):
     kind: str
     seed: int
-    valid: bool = Field(description="false when the text is not an answer of the expected form "
-                                    "(see message); try again")
+    valid: bool = Field(
+        description="false when the text is not an answer of the expected form "
+        "(see message); try again"
+    )
     message: str | None = Field(description="what was expected, when valid is false")
     correct: bool
     given: str | None = Field(description="the answer as read")
@@ -68,8 +73,9 @@ class Verdict(BaseModel):
 
 def _exercise(kind: str, seed: int, field: str = "kind") -> practice.Exercise:
     if kind not in practice.KINDS:
-        raise FieldError(field, f"unknown exercise kind {kind!r}; choose one of "
-                                f"{list(practice.KINDS)}")
+        raise FieldError(
+            field, f"unknown exercise kind {kind!r}; choose one of {list(practice.KINDS)}"
+        )
     return practice.build(kind, seed)
 
 
@@ -79,35 +85,60 @@ def topics() -> dict[str, list[str]]:
     return {t: practice.kinds(t) for t in practice.TOPICS}
 
 
-@router.get("/api/practice", response_model=PracticeExercise,
-            responses={422: {"description": "unknown topic or kind, or a bad seed"}})
-def exercise(topic: Topic = "all",
-             kind: str | None = Query(None, max_length=MAX_NAME_CHARS,
-                                      description="overrides topic"),
-             seed: int | None = Query(None, ge=0, le=MAX_SEED,
-                                      description="default: a fresh one")):
+@router.get(
+    "/api/practice",
+    response_model=PracticeExercise,
+    responses={422: {"description": "unknown topic or kind, or a bad seed"}},
+)
+def exercise(
+    topic: Topic = "all",
+    kind: str | None = Query(None, max_length=MAX_NAME_CHARS, description="overrides topic"),
+    seed: int | None = Query(None, ge=0, le=MAX_SEED, description="default: a fresh one"),
+):
     """One exercise (the seed picks the kind within the topic, then its numbers)."""
     if seed is None:
         seed = secrets.randbelow(MAX_SEED + 1)
     if kind is not None:
         ex = _exercise(kind, seed)
         if topic != "all" and ex.topic != topic:
-            raise FieldError("kind", f"kind {kind!r} is not in topic {topic!r}; its topic is "
-                                     f"{ex.topic!r}")
+            raise FieldError(
+                "kind", f"kind {kind!r} is not in topic {topic!r}; its topic is {ex.topic!r}"
+            )
     else:
         ex = practice.pick(topic, seed)
     return ex.public()
 
 
-@router.post("/api/practice/check", response_model=Verdict,
-             responses={422: {"description": "unknown kind, bad seed, missing or extra field"}})
+@router.post(
+    "/api/practice/check",
+    response_model=Verdict,
+    responses={422: {"description": "unknown kind, bad seed, missing or extra field"}},
+)
 def check(req: CheckRequest):
     """Judge an answer: the exercise is rebuilt from (kind, seed) and checked by the engine."""
     ex = _exercise(req.kind, req.seed)
     try:
         v = practice.check(ex, req.answer)
     except practice.AnswerError as e:  # a well-formed request whose text is not an answer
-        return Verdict(kind=ex.kind, seed=ex.seed, valid=False, message=str(e), correct=False,
-                       given=None, expected=None, gap=None, solution=[])
-    return Verdict(kind=ex.kind, seed=ex.seed, valid=True, message=None, correct=v.correct,
-                   given=v.given, expected=v.expected, gap=v.gap, solution=list(ex.solution))
+        return Verdict(
+            kind=ex.kind,
+            seed=ex.seed,
+            valid=False,
+            message=str(e),
+            correct=False,
+            given=None,
+            expected=None,
+            gap=None,
+            solution=[],
+        )
+    return Verdict(
+        kind=ex.kind,
+        seed=ex.seed,
+        valid=True,
+        message=None,
+        correct=v.correct,
+        given=v.given,
+        expected=v.expected,
+        gap=v.gap,
+        solution=list(ex.solution),
+    )

@@ -37,15 +37,21 @@ def list_presets():
     return [scene_info(scenes.load(n)) for n in scenes.names()]
 
 
-@router.get("/api/presets/{name}", response_model=SceneData,
-            responses={404: {"description": "unknown preset"}})
+@router.get(
+    "/api/presets/{name}",
+    response_model=SceneData,
+    responses={404: {"description": "unknown preset"}},
+)
 def get_preset(name: str = Path(max_length=MAX_NAME_CHARS)):
     """One scene with its numbers, weights with a head axis (single-head: 1 head)."""
     return scene_data(load_preset(name, field="name"))
 
 
-@router.post("/api/trace", response_model=TraceResponse,
-             responses={422: {"description": "a field is missing, malformed or inconsistent"}})
+@router.post(
+    "/api/trace",
+    response_model=TraceResponse,
+    responses={422: {"description": "a field is missing, malformed or inconsistent"}},
+)
 def trace(req: TraceRequest):
     """Run the scene through the engine: trace, the selected row's numbers, walkthrough."""
     # Answered as built: the shape is TraceResponse's by construction (tests check it against
@@ -68,10 +74,15 @@ def scene_data(scene: scenes.Scene) -> SceneData:
     def heads(W):  # single-head scenes: (d_model, d) -> (1, d_model, d)
         return (W if W.ndim == 3 else W[None]).tolist()
 
-    return SceneData(**scene_info(scene).model_dump(), x=scene.x.tolist(),
-                     W_Q=heads(scene.W_Q), W_K=heads(scene.W_K), W_V=heads(scene.W_V),
-                     W_O=None if scene.W_O is None else scene.W_O.tolist(),
-                     b_O=None if scene.b_O is None else scene.b_O.tolist())
+    return SceneData(
+        **scene_info(scene).model_dump(),
+        x=scene.x.tolist(),
+        W_Q=heads(scene.W_Q),
+        W_K=heads(scene.W_K),
+        W_V=heads(scene.W_V),
+        W_O=None if scene.W_O is None else scene.W_O.tolist(),
+        b_O=None if scene.b_O is None else scene.b_O.tolist(),
+    )
 
 
 def _array(field: str, data) -> np.ndarray:
@@ -80,14 +91,16 @@ def _array(field: str, data) -> np.ndarray:
         return np.array(data, dtype=np.float64)
     except ValueError:
         lengths = sorted({len(r) for r in data}) if data and isinstance(data[0], list) else []
-        raise FieldError(field, f"{field} must be rectangular (every row the same length), "
-                                f"got rows of lengths {lengths}") from None
+        raise FieldError(
+            field,
+            f"{field} must be rectangular (every row the same length), "
+            f"got rows of lengths {lengths}",
+        ) from None
 
 
 def _expect(field: str, a: np.ndarray, shape: tuple, meaning: str) -> None:
     if a.shape != shape:
-        raise FieldError(field, f"{field} must have shape {meaning} = {shape}, got "
-                                f"{a.shape}")
+        raise FieldError(field, f"{field} must have shape {meaning} = {shape}, got {a.shape}")
 
 
 def build_scene(req: TraceRequest) -> scenes.Scene:
@@ -98,9 +111,11 @@ def build_scene(req: TraceRequest) -> scenes.Scene:
     x = base.x if req.x is None else _array("x", req.x)
     L = len(tokens)
     if x.ndim != 2 or x.shape[0] != L:
-        raise FieldError("x", f"x must have one row per token, shape (L={L}, d_model), got "
-                              f"{x.shape}" + ("" if req.tokens else " (send tokens too to "
-                                              "change L)"))
+        raise FieldError(
+            "x",
+            f"x must have one row per token, shape (L={L}, d_model), got "
+            f"{x.shape}" + ("" if req.tokens else " (send tokens too to change L)"),
+        )
     d_model = x.shape[1]
 
     def weights(name):
@@ -119,19 +134,39 @@ def build_scene(req: TraceRequest) -> scenes.Scene:
     if not multi:
         for name in ("W_O", "b_O"):
             if getattr(req, name) is not None:
-                raise FieldError(name, f"{name} is only for multi-head scenes; preset "
-                                       f"{base.name!r} is single-head")
+                raise FieldError(
+                    name,
+                    f"{name} is only for multi-head scenes; preset {base.name!r} is single-head",
+                )
         if H != 1:
-            raise FieldError("W_Q", f"preset {base.name!r} is single-head: W_Q, W_K, W_V must "
-                                    f"have 1 head, got {H}")
-        return dataclasses.replace(base, tokens=tokens, x=x, W_Q=W_Q[0], W_K=W_K[0],
-                                   W_V=W_V[0], select=min(base.select, L - 1))
+            raise FieldError(
+                "W_Q",
+                f"preset {base.name!r} is single-head: W_Q, W_K, W_V must have 1 head, got {H}",
+            )
+        return dataclasses.replace(
+            base,
+            tokens=tokens,
+            x=x,
+            W_Q=W_Q[0],
+            W_K=W_K[0],
+            W_V=W_V[0],
+            select=min(base.select, L - 1),
+        )
     W_O = weights("W_O")
     _expect("W_O", W_O, (H, d_v, d_model), "(n_heads, d_v, d_model)")
     b_O = base.b_O if req.b_O is None else _array("b_O", req.b_O)
     _expect("b_O", b_O, (d_model,), "(d_model,)")
-    return dataclasses.replace(base, tokens=tokens, x=x, W_Q=W_Q, W_K=W_K, W_V=W_V, W_O=W_O,
-                               b_O=b_O, select=min(base.select, L - 1))
+    return dataclasses.replace(
+        base,
+        tokens=tokens,
+        x=x,
+        W_Q=W_Q,
+        W_K=W_K,
+        W_V=W_V,
+        W_O=W_O,
+        b_O=b_O,
+        select=min(base.select, L - 1),
+    )
 
 
 def run(req: TraceRequest) -> dict:
@@ -143,24 +178,36 @@ def run(req: TraceRequest) -> dict:
         raise FieldError("select", f"select must be a token index in [0, {L}), got {i}")
     n_heads = scene.n_heads
     if n_heads is None and req.head not in (None, 0):
-        raise FieldError("head", f"scene {scene.name!r} has a single head; head must be 0 or "
-                                 f"absent, got {req.head}")
+        raise FieldError(
+            "head",
+            f"scene {scene.name!r} has a single head; head must be 0 or absent, got {req.head}",
+        )
     head = None if n_heads is None else (req.head or 0)
     if head is not None and head >= n_heads:
         raise FieldError("head", f"head must be in [0, {n_heads}), got {head}")
     scaled = scene.scaled if req.scaled is None else req.scaled
     if n_heads is not None and not scaled:
-        raise FieldError("scaled", f"scene {scene.name!r} is multi-head and always scales by "
-                                   "1/√d_head; scaled must be true")
+        raise FieldError(
+            "scaled",
+            f"scene {scene.name!r} is multi-head and always scales by "
+            "1/√d_head; scaled must be true",
+        )
     causal = req.align if req.causal else False
     extra = {"softcap": req.softcap, "sink": req.sink, "alibi": req.alibi}
     trace = scene.trace(temperature=req.temperature, scaled=scaled, causal=causal, **extra)
 
     return {
         "scene": scene_info(scene).model_dump(),
-        "settings": {"preset": scene.name, "select": i, "head": head,
-                     "temperature": req.temperature, "scaled": scaled, "causal": req.causal,
-                     "align": req.align, **extra},
+        "settings": {
+            "preset": scene.name,
+            "select": i,
+            "head": head,
+            "temperature": req.temperature,
+            "scaled": scaled,
+            "causal": req.causal,
+            "align": req.align,
+            **extra,
+        },
         "trace": trace.to_dict(),
         "selected": views.selected(trace, i, head),
         "walkthrough": views.walkthrough_sections(trace, i, head),

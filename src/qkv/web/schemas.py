@@ -40,38 +40,80 @@ Alignment = Literal["bottom-right", "top-left"]
 class TraceRequest(BaseModel):
     """One computation: a preset, optionally with its tokens, X or weights replaced."""
 
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
-        {"preset": "cat-sat", "select": 2, "temperature": 0.5, "causal": True}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [{"preset": "cat-sat", "select": 2, "temperature": 0.5, "causal": True}]
+        },
+    )
 
-    preset: str = Field("cat-sat", max_length=MAX_NAME_CHARS,
-                        description="built-in scene to start from (GET /api/presets)")
+    preset: str = Field(
+        "cat-sat",
+        max_length=MAX_NAME_CHARS,
+        description="built-in scene to start from (GET /api/presets)",
+    )
     tokens: Annotated[list[Token], Field(min_length=1, max_length=MAX_SCENE_TOKENS)] | None = Field(
-        None, description="token labels, one per row of x; default: the preset's")
+        None, description="token labels, one per row of x; default: the preset's"
+    )
     x: Matrix_X | None = Field(None, description="input vectors X (L, d_model)")
     W_Q: Heads | None = Field(None, description="(n_heads, d_model, d_head)")
     W_K: Heads | None = Field(None, description="(n_heads, d_model, d_head)")
     W_V: Heads | None = Field(None, description="(n_heads, d_model, d_v)")
     W_O: Heads | None = Field(None, description="(n_heads, d_v, d_model); multi-head scenes only")
     b_O: Row | None = Field(None, description="(d_model,); multi-head scenes only")
-    select: int | None = Field(None, strict=True, ge=0, lt=MAX_SCENE_TOKENS,
-                               description="query token index; default: the preset's")
-    temperature: float = Field(1.0, strict=True, allow_inf_nan=False, ge=TAU_MIN, le=TAU_MAX,
-                               description="τ divides the scaled scores")
-    scaled: bool | None = Field(None, strict=True,
-                                description="divide scores by √d_k; default: the preset's")
+    select: int | None = Field(
+        None,
+        strict=True,
+        ge=0,
+        lt=MAX_SCENE_TOKENS,
+        description="query token index; default: the preset's",
+    )
+    temperature: float = Field(
+        1.0,
+        strict=True,
+        allow_inf_nan=False,
+        ge=TAU_MIN,
+        le=TAU_MAX,
+        description="τ divides the scaled scores",
+    )
+    scaled: bool | None = Field(
+        None, strict=True, description="divide scores by √d_k; default: the preset's"
+    )
     causal: bool = Field(False, strict=True, description="hide keys after the query")
     align: Alignment = Field("bottom-right", description="causal alignment")
-    head: int | None = Field(None, strict=True, ge=0, lt=MAX_HEADS,
-                             description="head to explain in multi-head scenes (default 0)")
-    softcap: float | None = Field(None, strict=True, allow_inf_nan=False, ge=TAU_MIN, le=MAX_ABS,
-                                  description="soft-cap: capped = cap·tanh(tempered / cap), as "
-                                              "Gemma 2 (step 'capped'); default: none")
-    sink: float | None = Field(None, strict=True, allow_inf_nan=False, ge=-MAX_ABS, le=MAX_ABS,
-                               description="a sink logit in every row's softmax, as GPT-OSS "
-                                           "(step 'sink'); default: none")
-    alibi: float | None = Field(None, strict=True, allow_inf_nan=False, ge=0, le=MAX_ABS,
-                                description="ALiBi slope: the bias −slope·|i − j| is added to the "
-                                            "scores (step 'biased'); default: none")
+    head: int | None = Field(
+        None,
+        strict=True,
+        ge=0,
+        lt=MAX_HEADS,
+        description="head to explain in multi-head scenes (default 0)",
+    )
+    softcap: float | None = Field(
+        None,
+        strict=True,
+        allow_inf_nan=False,
+        ge=TAU_MIN,
+        le=MAX_ABS,
+        description="soft-cap: capped = cap·tanh(tempered / cap), as "
+        "Gemma 2 (step 'capped'); default: none",
+    )
+    sink: float | None = Field(
+        None,
+        strict=True,
+        allow_inf_nan=False,
+        ge=-MAX_ABS,
+        le=MAX_ABS,
+        description="a sink logit in every row's softmax, as GPT-OSS (step 'sink'); default: none",
+    )
+    alibi: float | None = Field(
+        None,
+        strict=True,
+        allow_inf_nan=False,
+        ge=0,
+        le=MAX_ABS,
+        description="ALiBi slope: the bias −slope·|i − j| is added to the "
+        "scores (step 'biased'); default: none",
+    )
 
 
 class SceneInfo(BaseModel):
@@ -120,7 +162,9 @@ class Selected(BaseModel):
 class TraceResponse(BaseModel):
     scene: SceneInfo
     settings: dict = Field(description="the request's effective settings")
-    trace: dict = Field(description="Trace.to_dict(): arrays as {dtype, shape, data}, "
-                                    "non-finite numbers as the strings '-inf', 'inf', 'nan'")
+    trace: dict = Field(
+        description="Trace.to_dict(): arrays as {dtype, shape, data}, "
+        "non-finite numbers as the strings '-inf', 'inf', 'nan'"
+    )
     selected: Selected
     walkthrough: list[Section]

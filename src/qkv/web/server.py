@@ -34,8 +34,14 @@ def url_of(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
 
 
-def run_server(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, open_browser=False,
-               echo=print, model_pool=None) -> None:
+def run_server(
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    *,
+    open_browser=False,
+    echo=print,
+    model_pool=None,
+) -> None:
     """Serve the simulator until interrupted (Ctrl-C); ``model_pool``: see ``create_app``."""
     import uvicorn
 
@@ -43,8 +49,7 @@ def run_server(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, *, open_brows
 
     sock = bind(host, port)
     url = url_of(sock)
-    server = uvicorn.Server(uvicorn.Config(create_app(model_pool=model_pool),
-                                            log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(create_app(model_pool=model_pool), log_level="warning"))
     echo(f"qkv simulator: {url}  (Ctrl-C stops it)")
     if open_browser:
         threading.Timer(0.5, webbrowser.open, [url]).start()

@@ -39,25 +39,45 @@ class Edit(BaseModel):
 
     ablate: Literal["zero"] | None = Field(None, description="the head's z set to 0")
     pin: Literal["uniform"] | None = Field(
-        None, description="the head's weights set to uniform over the keys it may see")
-    tau: float | None = Field(None, strict=True, allow_inf_nan=False, ge=TAU_MIN, le=TAU_MAX,
-                              description="the head's temperature τ (the model's is 1)")
-    knockout: int | None = Field(None, strict=True, ge=0,
-                                 description="a key position the head may no longer see")
+        None, description="the head's weights set to uniform over the keys it may see"
+    )
+    tau: float | None = Field(
+        None,
+        strict=True,
+        allow_inf_nan=False,
+        ge=TAU_MIN,
+        le=TAU_MAX,
+        description="the head's temperature τ (the model's is 1)",
+    )
+    knockout: int | None = Field(
+        None, strict=True, ge=0, description="a key position the head may no longer see"
+    )
 
     @model_validator(mode="after")
     def one(self):
         given = [k for k in ("ablate", "pin", "tau", "knockout") if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError(f"give exactly one of ablate, pin, tau, knockout; got "
-                             f"{given or 'none'}")
+            raise ValueError(
+                f"give exactly one of ablate, pin, tau, knockout; got {given or 'none'}"
+            )
         return self
 
 
 class PatchRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
-        {"model": "smollm2-135m", "text": "The capital of France is", "layer": 3, "head": 4,
-         "edit": {"ablate": "zero"}}]})
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "model": "smollm2-135m",
+                    "text": "The capital of France is",
+                    "layer": 3,
+                    "head": 4,
+                    "edit": {"ablate": "zero"},
+                }
+            ]
+        },
+    )
 
     model: str = Field(description="GET /api/models lists them")  # router() narrows it
     text: str = Field(min_length=1, max_length=models.MAX_CHARS)
@@ -119,13 +139,14 @@ class Extras:
 
     def why_no_what_if(self, name: str) -> str | None:
         if name in ENCODERS:
-            return f"{name} is an encoder: it predicts no next token, so there is nothing to compare"
+            return (
+                f"{name} is an encoder: it predicts no next token, so there is nothing to compare"
+            )
         if (why := _missing_hf()) is not None:
             return why
         m = self.pool.loaded.get(name)
         if name in self.pool.local and not m.predicts_next_token():
-            return (f"{name} has no next-token head (its architectures: "
-                    f"{m.config.architectures})")
+            return f"{name} has no next-token head (its architectures: {m.config.architectures})"
         return None
 
     def language_model(self, name: str):
@@ -159,23 +180,34 @@ def patch(extras: Extras, req) -> dict:
     _, labels = models.checked(extras.pool, req)
     edit = req.edit.model_dump(exclude_none=True)
     if "knockout" in edit:
-        models.in_range("edit.knockout", edit["knockout"], len(labels),
-                        f"(the text is {len(labels)} tokens)")
+        models.in_range(
+            "edit.knockout", edit["knockout"], len(labels), f"(the text is {len(labels)} tokens)"
+        )
     from qkv.hf import compare
 
     lm, tokenizer = extras.language_model(req.model)
     inputs = tokenizer(req.text, return_tensors="pt")
     inputs = {k: inputs[k] for k in ("input_ids", "attention_mask") if k in inputs}
-    with extras.run_locks[req.model], \
-            models.failures_named(req.model, req.model in extras.pool.local):
-        result = compare(lm, inputs, {f"{req.layer}.{req.head}": edit}, tokenizer=tokenizer,
-                         top_k=req.top_k)
+    with (
+        extras.run_locks[req.model],
+        models.failures_named(req.model, req.model in extras.pool.local),
+    ):
+        result = compare(
+            lm, inputs, {f"{req.layer}.{req.head}": edit}, tokenizer=tokenizer, top_k=req.top_k
+        )
     before = [{"token": t, "p": p} for t, p in result.before]
     after = [{"token": t, "p": p} for t, p in result.after]
     same = before[0]["token"] == after[0]["token"]
-    return {"model": req.model, "tokens": labels, "edit": "; ".join(result.edits),
-            "before": before, "after": after, "kl": result.kl, "same_top": same,
-            "summary": summary(before, after, result.kl)}
+    return {
+        "model": req.model,
+        "tokens": labels,
+        "edit": "; ".join(result.edits),
+        "before": before,
+        "after": after,
+        "kl": result.kl,
+        "same_top": same,
+        "summary": summary(before, after, result.kl),
+    }
 
 
 def summary(before: list[dict], after: list[dict], kl: float) -> str:
@@ -184,8 +216,10 @@ def summary(before: list[dict], after: list[dict], kl: float) -> str:
     if b["token"] == a["token"]:
         top = f"the likeliest next token stays {b['token']!r} ({b['p']:.3f} → {a['p']:.3f})"
     else:
-        top = (f"the likeliest next token changes from {b['token']!r} ({b['p']:.3f}) to "
-               f"{a['token']!r} ({a['p']:.3f})")
+        top = (
+            f"the likeliest next token changes from {b['token']!r} ({b['p']:.3f}) to "
+            f"{a['token']!r} ({a['p']:.3f})"
+        )
     return f"{top}; KL(before ‖ after) = {kl:.4f} nats"
 
 
@@ -194,26 +228,42 @@ def router(pool: models.ModelPool) -> APIRouter:
     extras = Extras(pool)
     routes = APIRouter()
     Name = Literal[tuple(pool.names)]
-    Request = create_model("PatchRequest", __base__=PatchRequest, model=(
-        Name, Field(description="GET /api/models lists them")))
+    Request = create_model(
+        "PatchRequest",
+        __base__=PatchRequest,
+        model=(Name, Field(description="GET /api/models lists them")),
+    )
 
     @routes.get("/api/model/abilities", response_model=list[Ability])
     def abilities():
         """Per model: whether a what-if and a taxonomy can be answered, and why not."""
         missing = _missing_hf()
-        return [Ability(name=n, what_if=(why := extras.why_no_what_if(n)) is None,
-                        what_if_why=why, taxonomy=missing is None, taxonomy_why=missing)
-                for n in pool.names]
+        return [
+            Ability(
+                name=n,
+                what_if=(why := extras.why_no_what_if(n)) is None,
+                what_if_why=why,
+                taxonomy=missing is None,
+                taxonomy_why=missing,
+            )
+            for n in pool.names
+        ]
 
     def model_patch(req):
         """Run the text with and without one edit of one head; the next token's top-k."""
         return JSONResponse(patch(extras, req))
 
     model_patch.__annotations__["req"] = Request
-    routes.post("/api/model/patch", response_model=PatchResponse,
-                responses={422: {"description": "a field is missing, malformed or out of range, "
-                                                "or the model cannot answer a what-if (why)"}}
-                )(model_patch)
+    routes.post(
+        "/api/model/patch",
+        response_model=PatchResponse,
+        responses={
+            422: {
+                "description": "a field is missing, malformed or out of range, "
+                "or the model cannot answer a what-if (why)"
+            }
+        },
+    )(model_patch)
 
     def model_taxonomy(model=Query(description="GET /api/models lists them")):
         """Score every head as previous-token, first-token, duplicate-token and induction head
@@ -221,12 +271,20 @@ def router(pool: models.ModelPool) -> APIRouter:
         if (why := _missing_hf()) is not None:
             raise FieldError("model", why)
         s = extras.taxonomy(model)
-        return JSONResponse({"model": model, "half": s.half, "sequences": s.sequences,
-                             "kinds": [{"name": k, "meaning": MEANINGS[k]} for k in KINDS],
-                             "scores": {k: getattr(s, k).tolist() for k in KINDS}})
+        return JSONResponse(
+            {
+                "model": model,
+                "half": s.half,
+                "sequences": s.sequences,
+                "kinds": [{"name": k, "meaning": MEANINGS[k]} for k in KINDS],
+                "scores": {k: getattr(s, k).tolist() for k in KINDS},
+            }
+        )
 
     model_taxonomy.__annotations__["model"] = Name  # a type made here, not a name to look up
-    routes.get("/api/model/taxonomy", response_model=Taxonomy,
-               responses={422: {"description": "unknown model, or transformers missing"}}
-               )(model_taxonomy)
+    routes.get(
+        "/api/model/taxonomy",
+        response_model=Taxonomy,
+        responses={422: {"description": "unknown model, or transformers missing"}},
+    )(model_taxonomy)
     return routes
