@@ -20,6 +20,7 @@ ENGINE = {
     "qkv.cache",
     "qkv.multihead",
     "qkv.layers",
+    "qkv.display",
 }
 OUTER = (
     "qkv.explain",
@@ -33,10 +34,6 @@ OUTER = (
     "qkv.notebook",
     "qkv.hf",
 )
-# Display hooks of Trace, loaded inside the method only when a notebook or a caller asks:
-# _repr_html_ (the explain layer's renderer) and to_html (the notebook surface's export). They
-# are not import-time edges, so the cycle check leaves them out (a test keeps them in functions).
-ALLOWED = {("qkv.trace", "qkv.explain.html"), ("qkv.trace", "qkv.notebook.export")}
 
 
 def module_name(path: Path) -> str:
@@ -88,7 +85,7 @@ def test_every_module_is_seen():
     "name", sorted(n for n in MODULES if n in ENGINE or n.startswith("qkv.kernels"))
 )
 def test_engine_and_kernels_import_no_outer_layer(name):
-    outer = sorted(t for t in imports(name) if t.startswith(OUTER) and (name, t) not in ALLOWED)
+    outer = sorted(t for t in imports(name) if t.startswith(OUTER))
     assert not outer, f"{name} imports {outer}"
 
 
@@ -115,18 +112,8 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_no_import_cycles():
     graph: dict[str, set[str]] = {}
     for a, b in inner_edges():
-        if (a, b) not in ALLOWED:
-            graph.setdefault(a, set()).add(b)
+        graph.setdefault(a, set()).add(b)
     assert find_cycle(graph) is None
-
-
-@pytest.mark.parametrize("source, target", sorted(ALLOWED))
-def test_display_hooks_import_only_inside_functions(source, target):
-    tree = ast.parse(MODULES[source].read_text())
-    top = {node.module for node in tree.body if isinstance(node, ast.ImportFrom)}
-    top |= {a.name for node in tree.body if isinstance(node, ast.Import) for a in node.names}
-    assert target not in top, f"{source} imports {target} at module level"
-    assert target in imports(source)
 
 
 def test_the_notebook_widget_loads_anywidget_only_in_its_own_module():

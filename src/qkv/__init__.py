@@ -1,6 +1,7 @@
 """qkv: query-key-value attention you can see every number of."""
 
 from qkv import masks
+from qkv import notebook as _notebook  # noqa: F401 - registers the HTML export; no anywidget
 from qkv.attention import attention, attention_weights
 from qkv.cache import KVCache
 from qkv.explain import dims

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from qkv import display
 from qkv.steps import kv_head
 
 # The project's one vocabulary for the steps, in data-flow order (docs/architecture.md).
@@ -198,16 +199,12 @@ class Trace:
     # ---- notebook display ------------------------------------------------------------------
 
     def _repr_html_(self) -> str:
-        from qkv.explain.html import render
-
-        return render(self.numpy())
+        return display.static_html("trace", self)
 
     def to_html(self, path=None, **kwargs) -> str:
         """One self-contained HTML file of the simulator's panels for this trace (every query
         token and head precomputed; see ``qkv.notebook.export.to_html``)."""
-        from qkv.notebook.export import to_html
-
-        return to_html(self, path, **kwargs)
+        return display.export_html(self, path, **kwargs)
 
 
 def _encode(a: np.ndarray) -> dict:

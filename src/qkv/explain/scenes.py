@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qkv import masks
+from qkv import display, masks
 from qkv.attention import attention
 from qkv.multihead import MultiHeadAttention
 from qkv.trace import Trace
@@ -107,16 +107,12 @@ class Scene:
         return tr
 
     def _repr_html_(self) -> str:
-        from qkv.explain.html import scene
-
-        return scene(self)
+        return display.static_html("scene", self)
 
     def to_html(self, path=None, **kwargs) -> str:
         """One self-contained HTML file of the simulator's panels for this scene (every token
         and head precomputed at the τ values given; see ``qkv.notebook.export.to_html``)."""
-        from qkv.notebook.export import to_html
-
-        return to_html(self, path, **kwargs)
+        return display.export_html(self, path, **kwargs)
 
 
 def _a(rows) -> np.ndarray:

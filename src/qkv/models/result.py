@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from qkv import display
 from qkv.trace import Trace
 
 # Steps whose axis -2 runs over positions, and those whose axis -1 does too (keys).
@@ -38,16 +39,12 @@ class ModelTrace:
         return np.stack([self.layers[i]["weights"] for i in sorted(self.layers)])
 
     def _repr_html_(self) -> str:
-        from qkv.explain.html import model_run
-
-        return model_run(self)
+        return display.static_html("run", self)
 
     def to_html(self, path=None, **kwargs) -> str:
         """One self-contained HTML file of the simulator's panels for this run (every layer,
         head and token precomputed; see ``qkv.notebook.export.to_html``)."""
-        from qkv.notebook.export import to_html
-
-        return to_html(self, path, **kwargs)
+        return display.export_html(self, path, **kwargs)
 
 
 def one_sequence(trace: Trace, b: int, n: int, tokens: list[str]) -> Trace:

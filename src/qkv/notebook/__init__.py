@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from qkv import display
+
 
 def show(obj, **kwargs):
     """``qkv.notebook.widget.show``: imported on first use, so anywidget loads only then."""
@@ -17,3 +19,6 @@ def to_html(obj, path=None, **kwargs) -> str:
     from qkv.notebook.export import to_html as _to_html
 
     return _to_html(obj, path, **kwargs)
+
+
+display.register_exporter(to_html)
