@@ -103,11 +103,11 @@ def _matrix(
 
 
 def walkthrough(
-    trace, i: int, *, head: int | None = None, weights: dict | None = None
+    trace, i: int, *, head: int | None = None, projections: dict | None = None
 ) -> list[Section]:
     """The steps of attention for query i of a trace (one head when there are several).
 
-    weights: optional {"W_Q", "W_K", "W_V"} (2-D, or 3-D with heads first) to print the
+    projections: optional {"W_Q", "W_K", "W_V"} (2-D, or 3-D with heads first) to print the
     projections in full when they are small.
     """
     trace = trace.numpy()
@@ -150,7 +150,7 @@ def walkthrough(
                 title, _matrix(x, rows, "x", highlight=i), f"selected query: {me} (position {i})"
             )
         )
-    sections.append(_projections(trace, i, rows, cols, where, pick, pick_kv, weights, head))
+    sections.append(_projections(trace, i, rows, cols, where, pick, pick_kv, projections, head))
     sections.append(_scores(trace, i, rows, cols, pick, pick_kv, mask_row))
     sections.append(softmax_section(trace, i, rows, cols, pick, mask_row, head))
     sections.append(_mix(trace, i, rows, cols, pick, pick_kv, head))
@@ -203,13 +203,13 @@ def formula(s: dict, *, biased: bool = False) -> list[str]:
     return lines
 
 
-def _projections(trace, i, rows, cols, where, pick, pick_kv, weights, head):
+def _projections(trace, i, rows, cols, where, pick, pick_kv, projections, head):
     q, k, v = pick(trace["q"]), pick_kv(trace["k"]), pick_kv(trace["v"])
     me = rows[i]
     blocks = []
-    if weights and "x" in trace:
+    if projections and "x" in trace:
         x = trace["x"]
-        mats = {name: _head_matrix(weights, name, head) for name in ("W_Q", "W_K", "W_V")}
+        mats = {name: _head_matrix(projections, name, head) for name in ("W_Q", "W_K", "W_V")}
         for name, Wm in mats.items():
             if Wm.size <= FULL_MATRIX_MAX:
                 blocks.append(f"{name} ({Wm.shape[0]}×{Wm.shape[1]}):")
@@ -256,12 +256,12 @@ def _rotary(trace, i, me, head, q) -> list[str]:
     ]
 
 
-def _head_matrix(weights, name: str, head) -> np.ndarray:
+def _head_matrix(projections, name: str, head) -> np.ndarray:
     """One head's (d_model, d_head) slice of W_Q, W_K or W_V (K/V heads shared in groups)."""
-    W = np.asarray(weights[name])
+    W = np.asarray(projections[name])
     if W.ndim == 2:
         return W
-    return W[kv_head(head, np.asarray(weights["W_Q"]).shape[0], W.shape[0])]
+    return W[kv_head(head, np.asarray(projections["W_Q"]).shape[0], W.shape[0])]
 
 
 def _scores(trace, i, rows, cols, pick, pick_kv, mask_row):
