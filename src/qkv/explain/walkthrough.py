@@ -25,6 +25,7 @@ from qkv.explain.format import (
 )
 from qkv.explain.numbers import ROUNDED, dot_terms, equals, factor, fmt, vec
 from qkv.explain.softmax_section import is_default_scale, softmax_section, tau_text
+from qkv.explain.tokens import labels, select_label, visible
 from qkv.steps import kv_head
 
 __all__ = [
@@ -44,49 +45,6 @@ __all__ = [
 ]
 
 FULL_MATRIX_MAX = 36  # matrices with at most this many entries are printed in full
-
-
-def visible(token: str) -> str:
-    """A token with its edge spaces and line breaks made visible: " cat" -> "␣cat"."""
-    core = token.strip(" ")
-    lead, trail = len(token) - len(token.lstrip(" ")), len(token) - len(token.rstrip(" "))
-    if not core:
-        return "␣" * len(token)
-    return ("␣" * lead + core + "␣" * trail).replace("\n", "\\n").replace("\t", "\\t")
-
-
-def labels(tokens, n: int) -> list[str]:
-    """Row names for n positions: the token (edge spaces shown as ␣), with @position added
-    where a token repeats."""
-    toks = (
-        [visible(t) for t in tokens] if tokens and len(tokens) == n else [str(j) for j in range(n)]
-    )
-    return [t if toks.count(t) == 1 else f"{t}@{j}" for j, t in enumerate(toks)]
-
-
-def select_label(tokens, text: str) -> int | None:
-    """The position a row label names: "the@4" (token@position, as ``labels`` writes a repeated
-    token; the token may be written with or without its ␣) or a label exactly ("␣cat").
-    None when ``text`` is neither (the caller then looks for the token's text); a ValueError
-    when the position holds another token."""
-    tokens = list(tokens)
-    names = labels(tokens, len(tokens))
-    if text in names:
-        return names.index(text)
-    token, at, pos = text.rpartition("@")
-    if not (at and token and pos.isdigit()):
-        return None
-    j = int(pos)
-    if j >= len(tokens):
-        raise ValueError(
-            f"{text!r}: position {j} is past the last token; positions run 0-{len(tokens) - 1}"
-        )
-    here = tokens[j]
-    if token in (here, visible(here)) or token.strip().lower() == here.strip().lower():
-        return j
-    raise ValueError(
-        f"{text!r}: position {j} holds {visible(here)!r}, not {token!r}; choose one of {names}"
-    )
 
 
 def _matrix(
