@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from qkv.explain.format import (
+    Block,
     Formula,
     Section,
     Table,
@@ -71,13 +72,14 @@ def walkthrough(
     trace = trace.numpy()
     s = trace.settings
     heads = s.get("n_heads")
+    kv = None
     if not heads:
         head = None  # a trace without a head axis has one head; head= is ignored
-    elif head is None:
-        head = 0
-    if heads and not 0 <= head < heads:
-        raise ValueError(f"head must be in [0, {heads}), got {head}")
-    kv = kv_head(head, heads, s.get("n_kv_heads")) if heads else None
+    else:
+        head = 0 if head is None else head
+        if not 0 <= head < heads:
+            raise ValueError(f"head must be in [0, {heads}), got {head}")
+        kv = kv_head(head, heads, s.get("n_kv_heads"))
     pick = (lambda a: a[..., head, :, :]) if heads else (lambda a: a)
     pick_kv = (lambda a: a[..., kv, :, :]) if heads else (lambda a: a)
 
@@ -164,7 +166,7 @@ def formula(s: dict, *, biased: bool = False) -> list[str]:
 def _projections(trace, i, rows, cols, where, pick, pick_kv, projections, head):
     q, k, v = pick(trace["q"]), pick_kv(trace["k"]), pick_kv(trace["v"])
     me = rows[i]
-    blocks = []
+    blocks: list[Block] = []
     if projections and "x" in trace:
         x = trace["x"]
         mats = {name: _head_matrix(projections, name, head) for name in ("W_Q", "W_K", "W_V")}
@@ -199,7 +201,7 @@ def _projections(trace, i, rows, cols, where, pick, pick_kv, projections, head):
     return section(f"2. projections: query, keys and values{where}", *blocks)
 
 
-def _rotary(trace, i, me, head, q) -> list[str]:
+def _rotary(trace, i, me, head, q) -> list[Block]:
     """Lines for a rotary model: q and k in the trace are after RoPE; the ``rope`` step holds
     them before rotation, the n_heads query heads then the n_kv_heads key heads."""
     before = trace["rope"][..., head, :, :][i]  # (d_head,)
@@ -228,7 +230,7 @@ def _scores(trace, i, rows, cols, pick, pick_kv, mask_row):
     me = rows[i]
     S = scores.shape[0]
     table = Table(("key", f"score = q[{me}]·k"), tuple((cols[j], fmt(scores[j])) for j in range(S)))
-    blocks = [f"each key is compared with q[{me}] by a dot product:", table]
+    blocks: list[Block] = [f"each key is compared with q[{me}] by a dot product:", table]
     if S:
         shown = np.where(mask_row, scores, -np.inf)
         best = int(np.argmax(shown)) if mask_row.any() else int(np.argmax(scores))
@@ -259,7 +261,7 @@ def _mix(trace, i, rows, cols, pick, pick_kv, head):
             for j in range(S)
         ),
     )
-    blocks = [
+    blocks: list[Block] = [
         "each key hands back its value v, scaled by its weight:",
         table,
         "z adds those rows up, one dimension at a time:",
@@ -280,7 +282,7 @@ def _heads(trace, i, rows):
     H = s["n_heads"]
     head_out, out = trace["head_out"][..., i, :], trace["out"][i]  # (H, d_model), (d_model,)
     b_O = out - head_out.sum(axis=0)  # what the trace implies for the bias
-    blocks = [Formula(f"head {h}: z = {vec(trace['z'][h][i])}") for h in range(H)]
+    blocks: list[Block] = [Formula(f"head {h}: z = {vec(trace['z'][h][i])}") for h in range(H)]
     d_model = out.shape[-1]
     n = min(d_model, 8)
     body = [(f"head {h}: z·W_O^{h}", *(fmt(e) for e in head_out[h][:n])) for h in range(H)]

@@ -116,5 +116,5 @@ def one_head(trace: Trace, head: int) -> Trace:
     return Trace(
         kept,
         {**settings, "mask": mask, "n_heads": None, "n_kv_heads": None},
-        tokens=list(trace.tokens),
+        tokens=None if trace.tokens is None else list(trace.tokens),
     )

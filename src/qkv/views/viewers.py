@@ -56,7 +56,7 @@ class View:
     tau_fixed_because: str | None = None  # why τ cannot move (None: it can)
     select = 0
     d_model: int | None = None
-    dtype = np.float64  # of the numbers shown
+    dtype: np.dtype = np.dtype(np.float64)  # of the numbers shown
     title = ""
     lesson = ""
 
@@ -210,6 +210,8 @@ class TraceView(View):
 
 class ModelView(View):
     kind = "model"
+    n_heads: int  # a model always has a head axis and layers
+    layers: list[int]
 
     def __init__(self, run):
         self.run = run

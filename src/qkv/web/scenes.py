@@ -155,7 +155,8 @@ def build_scene(req: TraceRequest) -> scenes.Scene:
     W_O = projection("W_O")
     _expect("W_O", W_O, (H, d_v, d_model), "(n_heads, d_v, d_model)")
     b_O = base.b_O if req.b_O is None else _array("b_O", req.b_O)
-    _expect("b_O", b_O, (d_model,), "(d_model,)")
+    if b_O is not None:  # a multi-head scene may have no output bias
+        _expect("b_O", b_O, (d_model,), "(d_model,)")
     return dataclasses.replace(
         base,
         tokens=tokens,
@@ -177,14 +178,17 @@ def run(req: TraceRequest) -> dict:
     if i >= L:
         raise FieldError("select", f"select must be a token index in [0, {L}), got {i}")
     n_heads = scene.n_heads
-    if n_heads is None and req.head not in (None, 0):
-        raise FieldError(
-            "head",
-            f"scene {scene.name!r} has a single head; head must be 0 or absent, got {req.head}",
-        )
-    head = None if n_heads is None else (req.head or 0)
-    if head is not None and head >= n_heads:
-        raise FieldError("head", f"head must be in [0, {n_heads}), got {head}")
+    head: int | None = None
+    if n_heads is None:
+        if req.head not in (None, 0):
+            raise FieldError(
+                "head",
+                f"scene {scene.name!r} has a single head; head must be 0 or absent, got {req.head}",
+            )
+    else:
+        head = req.head or 0
+        if head >= n_heads:
+            raise FieldError("head", f"head must be in [0, {n_heads}), got {head}")
     scaled = scene.scaled if req.scaled is None else req.scaled
     if n_heads is not None and not scaled:
         raise FieldError(
