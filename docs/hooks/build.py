@@ -19,7 +19,9 @@ CLI_PAGE = "cli.md"
 CLI_MARKER = "<!-- every command's --help, written here by docs/hooks/build.py -->"
 
 # where page.md finds the exported panels, relative to the site's root
-EMBEDS = {"assets/page/bank.html": ("bank", {"select": "bank"})}
+EMBEDS = {
+    "assets/page/bank.html": ("bank", {"select": "bank", "temperatures": [0.25, 0.5, 1, 2, 4]}),
+}
 
 
 def on_config(config, **kwargs):
