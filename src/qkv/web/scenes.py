@@ -6,7 +6,7 @@
 
 A validated request becomes a ``Scene``; no attention math lives here: the scene runs through
 ``Scene.trace`` (``qkv.attention`` or ``MultiHeadAttention.from_weights``) and the page's
-payload comes from ``views``.
+payload comes from ``qkv.views``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 
 from qkv.explain import scenes
-from qkv.web import views
+from qkv.views import selection
 from qkv.web.errors import FieldError
 from qkv.web.schemas import (
     MAX_NAME_CHARS,
@@ -67,7 +67,7 @@ def load_preset(name: str, field: str = "preset") -> scenes.Scene:
 
 
 def scene_info(scene: scenes.Scene) -> SceneInfo:
-    return SceneInfo(**views.scene_summary(scene))
+    return SceneInfo(**selection.scene_summary(scene))
 
 
 def scene_data(scene: scenes.Scene) -> SceneData:
@@ -208,7 +208,5 @@ def run(req: TraceRequest) -> dict:
             "align": req.align,
             **extra,
         },
-        "trace": trace.to_dict(),
-        "selected": views.selected(trace, i, head),
-        "walkthrough": views.walkthrough_sections(trace, i, head),
+        **selection.answer(trace, i, head),
     }

@@ -1,12 +1,13 @@
-"""What the notebook view can show of one object: the page's payload for a chosen query token,
-temperature τ, head and layer, computed by qkv's engine.
+"""The view of one object, as ``qkv.show`` and ``qkv export`` draw it: the controls it offers and
+the page's payload for a chosen query token, temperature τ, head and layer, computed by qkv's
+engine.
 
 Three kinds of object, told apart by what they hold (this module imports none of their
 classes): a built-in scene (``qkv.presets.load(...)``: reruns ``Scene.trace`` at any τ), a
 ``Trace`` (one head: rerun from its q, k, v at any τ; several heads: fixed τ, since the trace
 holds no W_O to recompute ``out``), and a real model's run (``ModelTrace``: every layer and head,
 each head rerun from its q, k, v at any τ; the layers × heads grid stays at the model's τ).
-The payload has the shape of the server's ``POST /api/trace`` answer, built by ``web.views``.
+The payload has the shape of the server's ``POST /api/trace`` answer (``selection.answer``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from qkv.attention import attention
 from qkv.explain.html import count, shape_words
 from qkv.explain.walkthrough import labels
 from qkv.trace import STEPS
-from qkv.web import views
+from qkv.views import grid, selection
 
 TRACE_STEPS = ("q", "k", "v")  # what a one-head trace needs to be rerun at another τ
 
@@ -115,10 +116,9 @@ class View:
         """The page's answer for one choice: scene, settings, trace, selected row, walkthrough."""
         self.check(select=select, temperature=temperature, head=head, layer=layer)
         tr, tr_dict, walk_trace = self._trace(float(temperature), head, layer)
-        h = head if tr.settings.get("n_heads") else None  # a head axis to pick from
-        selected = views.selected(tr, select, h)
-        if self.layers is not None:
-            selected = {**selected, "head": head}
+        shown = selection.answer(
+            tr, select, head if self.n_heads else None, walk=walk_trace, trace_dict=tr_dict
+        )
         return {
             "scene": {"tokens": self.tokens, "d_model": self.d_model},
             "settings": {
@@ -128,11 +128,7 @@ class View:
                 "layer": layer,
                 "temperature": float(temperature),
             },
-            "trace": tr_dict,
-            "selected": selected,
-            "walkthrough": views.walkthrough_sections(
-                walk_trace, select, head if self.n_heads else None
-            ),
+            **shown,
         }
 
     def key(self, layer: int) -> str:
@@ -246,7 +242,7 @@ class ModelView(View):
         )
 
     def grid(self) -> dict:
-        g = views.grid(self.run.weights)
+        g = grid.grid(self.run.weights)
         note = (
             "One thumbnail per head: queries down, keys across, darker = more weight "
             f"(shade ∝ √weight) at the model's τ = {self.temperature:g}. Click one to "
@@ -258,7 +254,7 @@ class ModelView(View):
     @functools.lru_cache(maxsize=16)  # noqa: B019 - a view lives as long as its widget
     def _trace(self, temperature: float, head: int, layer: int):
         layer_trace = self.run.layer(layer)
-        tr = views.one_head(layer_trace, head)
+        tr = selection.one_head(layer_trace, head)
         if temperature == self.temperature:
             return tr, tr.to_dict(), layer_trace
         tr = _rerun(tr, temperature)
