@@ -162,9 +162,9 @@ class MultiHeadAttention:
 
         context (..., S, d_model): keys and values come from it (cross-attention).
         cache: a ``KVCache``; this call's K/V are appended and attention runs over all of them.
-        backend: as in ``qkv.attention``; without a trace, "auto" runs the blocked kernel (NumPy)
-        or torch's SDPA (tensors) once the problem is past toy size, e.g. decoding one token
-        against a long cache.
+        backend: as in ``qkv.attention``; without a trace, "auto" runs the fused kernel (numba;
+        else the blocked kernel) or torch's SDPA (tensors) once the problem is past toy size,
+        e.g. decoding one token against a long cache.
         """
         xp = steps.namespace(x, self.W_Q)
         x = checks.as_floating(x, xp)

@@ -13,13 +13,13 @@ The payload has the shape of the server's ``POST /api/trace`` answer (``selectio
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 
+from qkv import checks
 from qkv.attention import attention
 from qkv.explain.html import count, shape_words
-from qkv.explain.walkthrough import labels
+from qkv.explain.tokens import labels, pick
 from qkv.trace import STEPS
 from qkv.views import grid, selection
 
@@ -93,10 +93,7 @@ class View:
         L = len(self.tokens)
         if not 0 <= select < L:
             raise ValueError(f"select must be a token index in [0, {L}), got {select}")
-        if not (
-            isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature > 0
-        ):
-            raise ValueError(f"temperature must be a finite number > 0, got {temperature}")
+        checks.temperature_value(temperature)
         if self.tau_fixed_because and temperature != self.temperature:
             raise ValueError(
                 f"temperature is fixed at {self.temperature} here: {self.tau_fixed_because}"
@@ -280,17 +277,5 @@ def view_of(obj) -> View:
 
 
 def token_of(view: View, token) -> int:
-    """A query token by index or by text (its label, or the text without edge spaces)."""
-    n = len(view.tokens)
-    if isinstance(token, (int, np.integer)) and not isinstance(token, bool):
-        if not -n <= token < n:
-            raise ValueError(f"select must be a token index in [0, {n}), got {token}")
-        return int(token) % n
-    if isinstance(token, str):
-        plain = [t.replace("␣", " ").strip().lower() for t in view.tokens]
-        for candidates, wanted in ((view.tokens, token), (plain, token.strip().lower())):
-            if wanted in candidates:
-                return candidates.index(wanted)
-    raise ValueError(
-        f"select must be a token index 0-{n - 1} or one of {view.tokens}, got {token!r}"
-    )
+    """A query token of the view by index or by text (``explain.tokens.pick``)."""
+    return pick(view.tokens, token)
