@@ -167,15 +167,18 @@ U32 = 2.0**-24  # float32's unit roundoff: one rounding moves x by at most U32·
 def float32_tolerance(
     reference_error: float, *, merges: int, max_v: float, max_score: float, T: int
 ) -> float:
-    """How far float32 ring attention may lie from the float64 result: a bound, to first order
-    in the unit roundoff u = 2⁻²⁴, whatever order the libraries below sum in.
+    """How far float32 ring attention may lie from the float64 result: the error one process
+    makes in float32, twice, plus a first-order bound (in the unit roundoff u = 2⁻²⁴) on the
+    rounding that the ring's merges add, which one process does not do:
 
         tol = 2·E₁ + 2u·V + u·V·(m·(ℓ + 9) + m(m + 3)/4·(ℓ + ln T + 4))
 
     E₁ = ``reference_error``: one process's float32 error against float64, measured. Each block a
     rank computes runs the steps one process runs (scores, softmax, weighted sum over a subset
     of the keys, from the same rounded inputs), so its error is of that kind; twice E₁ allows for
-    different rounding luck, and 2u·V for the rounding of each side's output.
+    other rounding luck (another summation order below), and 2u·V for each side's last rounding.
+    (A worst-case bound for those steps too, γ_d and γ_T over the sums, is 2·10⁻³ at T = 3001
+    and would pass a ring that sends K and V in bfloat16.)
     V = ``max_v``: max |v|; every z and z_b is a convex combination of rows of v, so |z| ≤ V.
     m = ``merges``: the merges a row goes through (blocks of keys it sees − 1 ≤ N − 1).
     ℓ ≥ |lse| everywhere: lse lies between a row's max score and that plus ln T, and |score| ≤
