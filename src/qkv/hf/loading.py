@@ -110,8 +110,8 @@ def load(spec: str, *, causal_lm: bool = True, allow_pickle: bool = False, dtype
             f"could not load {spec}: its pickle weights hold what torch's safe loader refuses "
             f"({_refusal(e)}); qkv loads pickle weights through that loader only"
         ) from None
-    except (OSError, ValueError, KeyError, RuntimeError) as e:  # RuntimeError: shapes that
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]  # differ from config's
+    except (OSError, ValueError, KeyError, RuntimeError) as e:  # (weights that do not fit)
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise ValueError(f"could not load {spec} as a transformers model: {first[:200]}") from None
     return model.eval(), tokenizer, display_name(spec)
 
