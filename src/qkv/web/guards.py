@@ -152,7 +152,8 @@ class KnownKeys:
         model = self.model_of(scope) if scope["type"] == "http" else None
         if model is None:
             return await self.app(scope, receive, send)
-        messages, chunks = [], []
+        messages: list[dict] = []
+        chunks: list[bytes] = []
         while not messages or messages[-1].get("more_body"):
             messages.append(await receive())
             if messages[-1]["type"] != "http.request":  # the client left
