@@ -68,7 +68,7 @@ def _collect(pipes, procs) -> list:
         for c in wait(list(open_pipes.values())):
             rank = pipes.index(c)
             try:
-                value = c.recv()
+                value = pipes[rank].recv()  # the Connection itself (wait's type is wider)
             except EOFError:  # the rank died without a word (killed, or a crash in C++)
                 del open_pipes[rank]
                 procs[rank].join(GRACE_S)
@@ -86,7 +86,7 @@ def _collect(pipes, procs) -> list:
         # neighbours of the failing rank may report within moments; the earliest is the cause
         for c in wait(list(open_pipes.values()), timeout=0.2):
             try:
-                value = c.recv()
+                value = pipes[pipes.index(c)].recv()
             except EOFError:
                 continue
             if isinstance(value, _Failure):
