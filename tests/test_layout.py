@@ -21,6 +21,9 @@ ENGINE = {
     "qkv.multihead",
     "qkv.layers",
     "qkv.display",
+    "qkv.lazy",
+    "qkv.tiles",
+    "qkv.readers",
 }
 OUTER = (
     "qkv.explain",
