@@ -14,7 +14,6 @@ from __future__ import annotations
 import numpy as np
 
 from qkv import checks, steps
-from qkv.attention import traced_steps
 from qkv.checks import positive_int
 from qkv.kernels import dispatch
 from qkv.lazy import lazy_attention
@@ -196,12 +195,9 @@ class MultiHeadAttention:
             trace.stored["out"] = out = steps.project_out(z, self.W_O, self.b_O)[1]
             return out, trace
         p = checks.problem(q, k, v, **options)
-        name = dispatch.choose(backend, p, return_trace=return_trace)
-        z = None if name == "reference" else dispatch.run(name, p)  # (..., n_heads, L, d_head)
-        if z is not None:  # else the reference decides: NaN rows or the overflow error
-            return steps.project_out(z, self.W_O, self.b_O)[1]
-        kept, settings = traced_steps(p)
-        kept["head_out"], kept["out"] = steps.project_out(kept["z"], self.W_O, self.b_O)
+        z, traced = dispatch.compute(p, backend, return_trace=return_trace)  # (..., H, L, d_head)
         if not return_trace:
-            return kept["out"]
+            return steps.project_out(z, self.W_O, self.b_O)[1]
+        kept, settings = traced
+        kept["head_out"], kept["out"] = steps.project_out(kept["z"], self.W_O, self.b_O)
         return kept["out"], Trace({"x": x, **kept}, settings)

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import torch
 
 from qkv import checks, steps
-from qkv.attention import traced_steps
 from qkv.hf import session as sessions
+from qkv.reference import traced_steps
 
 _KEYS = ("tau", "knockout", "pin", "ablate")
 

@@ -36,6 +36,7 @@ from qkv.checks import Problem
 from qkv.kernels import fused
 from qkv.kernels.blocked import blocked_attention
 from qkv.kernels.torch_sdpa import torch_attention
+from qkv.reference import traced_steps
 
 BACKENDS = ("auto", "reference", "blocked", "fused", "torch")
 # Up to this many scores (heads·L·S) the reference's few whole-array operations beat the
@@ -81,6 +82,22 @@ def choose(backend, p: Problem, *, return_trace=False) -> str:
     if heads * p.q.shape[-2] * p.k.shape[-2] <= SMALL_SCORES:
         return "reference"
     return "blocked"
+
+
+def compute(p: Problem, backend="auto", *, return_trace=False):
+    """The one way through for every attention call (``qkv.attention``, ``MultiHeadAttention``,
+    the models, the transformers adapter): choose the backend, run it, and let the reference's
+    steps decide where the kernel cannot vouch for its answer (NaN rows, the overflow error).
+
+    Returns ``(z, None)``, or ``(z, (steps, settings))`` when the reference ran and kept its
+    steps (always with ``return_trace=True``)."""
+    name = choose(backend, p, return_trace=return_trace)
+    if name != "reference":
+        z = run(name, p)
+        if z is not None:
+            return z, None
+    kept, settings = traced_steps(p)
+    return kept["z"], (kept, settings)
 
 
 def run(name: str, p: Problem):
