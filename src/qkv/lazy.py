@@ -286,6 +286,11 @@ class _Settings(Mapping):
             return self._mask()
         return self._values()[name]
 
+    def __repr__(self) -> str:
+        rule = self.trace.source.rule
+        mask = "none" if rule.mask is None else f"array {rule.mask.shape}"
+        return f"{self._values()} mask: causal {rule.causal}, window {rule.window}, mask {mask}"
+
     def __iter__(self):
         return iter([*self._values(), "mask"])
 

@@ -127,12 +127,16 @@ class Readers:
         weights = np.empty((len(idx), k), dtype=np.float64)
         for lo in range(0, len(idx), ROWS):
             w = self._gather("weights", h, idx[lo : lo + ROWS])  # (rows, S)
-            best = np.argpartition(-w, k - 1, axis=-1)[:, :k] if k < w.shape[-1] else None
-            cand = np.broadcast_to(np.arange(w.shape[-1]), w.shape) if best is None else best
-            vals = np.take_along_axis(w, cand, axis=-1)
+            ranked = np.where(np.isnan(w), -np.inf, w)  # a NaN row ranks its keys by position
+            kth = -np.partition(-ranked, k - 1, axis=-1)[:, k - 1 : k]  # (rows, 1)
+            above, tied = ranked > kth, ranked == kth
+            room = k - above.sum(axis=-1, keepdims=True)  # ties taken, the earliest first
+            chosen = above | tied & (np.cumsum(tied, axis=-1) <= room)  # k per row
+            cand = np.argsort(~chosen, axis=-1, kind="stable")[:, :k]  # (rows, k) by position
+            vals = np.take_along_axis(ranked, cand, axis=-1)
             order = np.lexsort((cand, -vals), axis=-1)  # heaviest first, then the earlier key
             keys[lo : lo + ROWS] = np.take_along_axis(cand, order, axis=-1)
-            weights[lo : lo + ROWS] = np.take_along_axis(vals, order, axis=-1)
+            weights[lo : lo + ROWS] = np.take_along_axis(w, keys[lo : lo + ROWS], axis=-1)
         return TopKeys(keys, weights)
 
     def head_stats(self, head: int | None = None) -> dict[str, np.ndarray]:
