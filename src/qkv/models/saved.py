@@ -197,7 +197,7 @@ def _plan(header, path, data: int) -> list:
     for (_, end, a), (begin, _, b) in zip(spans, spans[1:], strict=False):
         if begin < end:
             raise bad(f"{_name(a)} and {_name(b)} overlap")
-    last = _aligned(max(end for _, end, _ in spans)) if spans else 0
+    last = max(end for _, end, _ in spans) if spans else 0
     if data > last:
         raise bad(f"{data - last:,} bytes follow the last array: not a file qkv wrote")
     _shapes(header, plan, bad)
