@@ -11,6 +11,7 @@ x → q, k, v → scores → scaled → tempered → masked → weights → z (�
 from __future__ import annotations
 
 import math
+from collections import Counter
 
 import numpy as np
 
@@ -61,7 +62,8 @@ def labels(tokens, n: int) -> list[str]:
     toks = (
         [visible(t) for t in tokens] if tokens and len(tokens) == n else [str(j) for j in range(n)]
     )
-    return [t if toks.count(t) == 1 else f"{t}@{j}" for j, t in enumerate(toks)]
+    counts = Counter(toks)
+    return [t if counts[t] == 1 else f"{t}@{j}" for j, t in enumerate(toks)]
 
 
 def select_label(tokens, text: str) -> int | None:
