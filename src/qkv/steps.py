@@ -142,6 +142,8 @@ def scale(scores_, factor: float):
 
 def temper(scaled, tau: float):
     """tempered = scaled / τ (an overflow to ±inf is reported by the caller)."""
+    if tau == 1:
+        return scaled  # x / 1 is x, bit for bit: no pass over the scores
     with np.errstate(over="ignore"):
         return scaled / tau
 
@@ -187,7 +189,8 @@ def softmax(masked, mask=None):
     w = e / xp.sum(e, axis=-1, keepdims=True)  # (..., L, S)
     if mask is None:
         return w
-    return xp.where(xp.any(mask, axis=-1, keepdims=True), w, 0.0)  # no key to see: 0
+    live = xp.any(mask, axis=-1, keepdims=True)  # (..., L, 1)
+    return w if bool(xp.all(live)) else xp.where(live, w, 0.0)  # no key to see: 0
 
 
 def softmax_with_sink(masked, sink_logits):

@@ -93,11 +93,14 @@ def text_options(help_text: str):
 def read_text(path: str, option: str) -> str:
     """The UTF-8 text of ``path`` (``-``: standard input), at most ``TEXT_FILE_BYTES``, with one
     final newline dropped; a CliError naming ``option`` otherwise."""
-    if path == "-":
-        data = click.get_binary_stream("stdin").read(TEXT_FILE_BYTES + 1)
-    else:
-        with open(path, "rb") as f:  # an OSError becomes "cannot open …" in the group
-            data = f.read(TEXT_FILE_BYTES + 1)
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(TEXT_FILE_BYTES + 1)  # read at call time (test runners)
+        else:
+            with open(path, "rb") as f:
+                data = f.read(TEXT_FILE_BYTES + 1)
+    except OSError as e:
+        raise CliError(f"{option}: cannot open {path!r}: {e.strerror or e}") from None
     if len(data) > TEXT_FILE_BYTES:
         raise CliError(f"{option} {path}: more than {TEXT_FILE_BYTES >> 20} MB of text")
     try:
