@@ -110,7 +110,13 @@ def run_trace(tokens=TOKENS, *, show_progress: bool = True) -> dict:
     from qkv import models
     from qkv.bench.run import machine
 
+    if not tokens or min(tokens) < 1:
+        raise ValueError(f"expected positive token counts, got {list(tokens)}")
     model = models.load("smollm2-135m")
+    if max(tokens) > model.max_tokens:
+        raise ValueError(
+            f"at most {model.max_tokens} tokens (the model's context), got {max(tokens)}"
+        )
     model.hidden_states(text_of(model, 64))  # compiles the kernels before anything is timed
     rows = []
     status = Status("", console=Console(stderr=True))
@@ -118,8 +124,6 @@ def run_trace(tokens=TOKENS, *, show_progress: bool = True) -> dict:
         status.start()
     try:
         for n in tokens:
-            if not 1 <= n <= model.max_tokens:
-                raise ValueError(f"--tokens: each must be in [1, {model.max_tokens}], got {n}")
             rows.append(measure(model, n, progress=status.update))
     finally:
         status.stop()

@@ -210,6 +210,9 @@ def _trace(tokens: str, as_json: bool) -> None:
 
     try:
         counts = [int(t) for t in tokens.split(",") if t.strip()]
+    except ValueError:
+        raise CliError(f"--trace: expected comma-separated token counts, got {tokens!r}") from None
+    try:
         report = trace.run_trace(counts, show_progress=not as_json)
     except ValueError as e:
         raise CliError(f"--trace {tokens}: {e}") from None
