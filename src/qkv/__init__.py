@@ -28,9 +28,9 @@ __version__ = "0.1.0"
 def load(path):
     """A model run saved with ``run.save(path)`` or ``qkv trace -o FILE``: a
     ``qkv.models.ModelTrace`` whose layers are lazy traces (``qkv.lazy.LazyTrace``)."""
-    from qkv.models.saved import load as load_run
+    from qkv.models.result import ModelTrace
 
-    return load_run(path)
+    return ModelTrace.load(path)
 
 
 def __getattr__(name: str):

@@ -60,9 +60,16 @@ class ModelTrace:
     def save(self, path) -> int:
         """Write this run to ``path`` (``qkv.load`` reads it back): tokens, ids, and per layer
         the arrays its steps are computed from; returns the bytes written."""
-        from qkv.models.saved import save
+        from qkv.models import saved
 
-        return save(self, path)
+        return saved.save(self, path)
+
+    @classmethod
+    def load(cls, path) -> ModelTrace:
+        """The run ``save`` wrote to ``path`` (``qkv.load``), every layer a lazy trace."""
+        from qkv.models import saved
+
+        return cls(*saved.load(path))
 
     def _repr_html_(self) -> str:
         return display.static_html("run", self)

@@ -102,11 +102,10 @@ def _aligned(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
-def load(path):
-    """The ``ModelTrace`` ``save`` wrote to ``path``, every layer a ``LazyTrace``; a ValueError
-    naming the problem for any other file (nothing is allocated before every size is checked)."""
-    from qkv.models.result import ModelTrace
-
+def load(path) -> tuple:
+    """What ``save`` wrote to ``path``: (model, tokens, ids, {layer: LazyTrace}, hidden), the
+    fields of a ``ModelTrace`` (``ModelTrace.load``); a ValueError naming the problem for any
+    other file (nothing is allocated before every size is checked)."""
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         head = f.read(PREAMBLE.size)
@@ -145,7 +144,7 @@ def load(path):
         stored = {n: got[n] for n in STORED if got[n] is not None}
         layers[i] = LazyTrace(source, stored=stored, extra=extra, tokens=list(header["tokens"]))
     hidden = read.get(("hidden",))
-    return ModelTrace(header["model"], header["tokens"], header["ids"], layers, hidden)
+    return header["model"], header["tokens"], header["ids"], layers, hidden
 
 
 def _plan(header, path, data: int) -> list:
