@@ -163,9 +163,9 @@ class MultiHeadAttention:
 
         context (..., S, d_model): keys and values come from it (cross-attention).
         cache: a ``KVCache``; this call's K/V are appended and attention runs over all of them.
-        backend: as in ``qkv.attention``; without a trace, "auto" runs the blocked kernel (NumPy)
-        or torch's SDPA (tensors) once the problem is past toy size, e.g. decoding one token
-        against a long cache.
+        backend: as in ``qkv.attention``; without a trace, "auto" runs the fused kernel (numba;
+        else the blocked kernel) or torch's SDPA (tensors) once the problem is past toy size,
+        e.g. decoding one token against a long cache.
         return_trace: True keeps every step (``(out, Trace)``); "lazy" runs the fast kernels and
         returns ``(out, LazyTrace)``, which keeps x, q, k, v and out and computes the other
         steps when they are read (``qkv.lazy``).

@@ -17,7 +17,8 @@ def traced_steps(p: checks.Problem):
     kept = {"q": q, "k": k}
     if v is not None:
         kept["v"] = v
-    q, k, v = (None if a is None else checks.at_least_float32(xp, a) for a in (q, k, v))
+    q, k = checks.at_least_float32(xp, q), checks.at_least_float32(xp, k)
+    v = None if v is None else checks.at_least_float32(xp, v)
     kept["scores"] = steps.scores(q, k)  # (..., L, d_k) @ (..., d_k, S) -> (..., L, S)
     kept["scaled"] = steps.scale(kept["scores"], p.scale)
     kept["tempered"] = steps.temper(kept["scaled"], tau)

@@ -18,7 +18,7 @@ from qkv.cli.explain import explain  # noqa: E402
 from qkv.cli.generate import generate  # noqa: E402
 from qkv.cli.heads import heads  # noqa: E402
 from qkv.cli.trace import trace  # noqa: E402
-from qkv.explain.walkthrough import labels  # noqa: E402
+from qkv.explain.tokens import labels  # noqa: E402
 from qkv.models import patterns  # noqa: E402
 
 WORDS = "the bank raised its rates and the river bank flooded after the rain".split()

@@ -22,7 +22,16 @@ from qkv.explain import scenes
 def _token(text: str | None):
     if text is None:
         return None
-    return int(text) if text.lstrip("-").isdigit() else text
+    return int(_index(text)) if text.lstrip("-").isdigit() else text
+
+
+def _index(select: str) -> str:
+    """--select as given, refused when it is a negative index: positions run from 0 (the
+    pickers would count a negative one from the end, which no message offers)."""
+    text = select.strip()
+    if text.startswith("-") and text[1:].isdigit() and int(text) < 0:
+        raise CliError(f"--select: a token index must be ≥ 0 (positions run from 0), got {select}")
+    return select
 
 
 def _labelled(tokens, select: str | None) -> int | None:
@@ -227,7 +236,7 @@ def explain(
     from qkv.explain.format import Section
     from qkv.explain.walkthrough import labels, walkthrough
 
-    weights = {"W_Q": scene.W_Q, "W_K": scene.W_K, "W_V": scene.W_V}
+    projections = {"W_Q": scene.W_Q, "W_K": scene.W_K, "W_V": scene.W_V}
     settings = [
         f"query: {labels(scene.tokens, len(scene.tokens))[i]} (position {i})",
         f"τ = {temperature:g}",
@@ -236,7 +245,7 @@ def explain(
         *(f"{name} {value:g}" for name, value in extra.items()),
     ]
     intro = Section(f"{scene.name}: {scene.title}", (scene.lesson, " · ".join(settings)))
-    echo_sections([intro, *walkthrough(trace, i, head=head, weights=weights)], fmt)
+    echo_sections([intro, *walkthrough(trace, i, head=head, projections=projections)], fmt)
 
 
 def _extra_steps(softcap, sink, alibi) -> dict:
@@ -353,7 +362,7 @@ def _explain_trace(trace, select, head, fmt, png, *, title: str, about: str):
     try:
         i = _labelled(tokens, select)
         if i is None:
-            i = len(tokens) - 1 if select is None else token_index(tokens, select)
+            i = len(tokens) - 1 if select is None else token_index(tokens, _index(select))
     except ValueError as e:
         raise CliError(f"--select: {e}") from None
     from qkv.explain.summary import WALK_TOKENS

@@ -66,7 +66,7 @@ Examples:
 @click.option("--taxonomy", is_flag=True, help=TAXONOMY_HELP)
 @json_option
 def heads(model_name, allow_pickle, text, png, taxonomy, as_json):
-    from qkv.explain.walkthrough import visible
+    from qkv.explain.tokens import visible
 
     if not (text or taxonomy):
         raise CliError("--text or --text-file is required (or --taxonomy, which needs no text)")

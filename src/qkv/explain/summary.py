@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from qkv.explain.format import Section, Table, section
-from qkv.explain.walkthrough import labels
+from qkv.explain.tokens import labels
 
 WALK_TOKENS = 64  # the walkthrough prints a row per token; past this a layer is summarised
 TOP = 10  # keys listed for the selected query

@@ -40,8 +40,7 @@ from qkv.reference import traced_steps
 
 BACKENDS = ("auto", "reference", "blocked", "fused", "torch")
 # Up to this many scores (heads·L·S) the reference's few whole-array operations beat the
-# kernel's per-tile bookkeeping (measured on 2 cores: 128×128 float32 0.27 vs 0.36 ms,
-# 181×181 0.87 vs 0.47 ms).
+# kernel's per-tile bookkeeping; `qkv bench --T 128,256` times both on this machine.
 SMALL_SCORES = 1 << 14
 
 
@@ -76,9 +75,9 @@ def choose(backend, p: Problem, *, return_trace=False) -> str:
     if backend != "auto":
         return backend
     heads = max(math.prod(p.q.shape[:-2]), math.prod(p.k.shape[:-2]))  # (..., H, L, d) -> ...·H
-    decoding = p.q.shape[-2] == 1  # measured: fused 33 µs vs reference 61 µs at S = 64, 9 heads
+    decoding = p.q.shape[-2] == 1  # one compiled loop beats the reference's array steps
     if fused.available() and (decoding or heads * p.q.shape[-2] * p.k.shape[-2] > SMALL_SCORES):
-        return "fused"  # measured faster than blocked on every kind (see kernels/fused.py)
+        return "fused"  # the blocked plan with one compiled pass per tile (`qkv bench` compares)
     if heads * p.q.shape[-2] * p.k.shape[-2] <= SMALL_SCORES:
         return "reference"
     return "blocked"
