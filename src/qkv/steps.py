@@ -15,7 +15,7 @@ import math
 import numpy as np
 from array_api_compat import array_namespace, device, is_torch_array
 
-from qkv.kernels.threads import single_threaded_blas
+from qkv.blas import single_threaded_blas
 
 # Queries per matrix product in ``rows_matmul``: the products of the traced steps run on row
 # tiles of this many rows, so a lazy trace that computes one tile of one head gets the numbers

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import click
@@ -365,10 +366,15 @@ def _explain_trace(trace, select, head, fmt, png, *, title: str, about: str):
             i = len(tokens) - 1 if select is None else token_index(tokens, _index(select))
     except ValueError as e:
         raise CliError(f"--select: {e}") from None
-    from qkv.explain.summary import WALK_TOKENS
+    from qkv.explain.summary import WALK_TOKENS, summary, summary_json
 
-    if len(tokens) > WALK_TOKENS:
-        return _summarise(trace, i, head, fmt, png, title)
+    if len(tokens) > WALK_TOKENS:  # the query's heaviest keys, each head's statistics: never L × L
+        if png:
+            raise CliError(f"--png draws every cell of up to {WALK_TOKENS} tokens, got "
+                           f"{len(tokens)}: 'qkv heads --png' draws long texts pooled")  # fmt: skip
+        if fmt == "json":
+            return click.echo(json.dumps({"title": title, **summary_json(trace, i, head)}))
+        return echo_sections(summary(trace, i, head, title=title), fmt)
     if png:
         _write_png(trace, png, i, head, title)  # weights_png adds ", head H"
     if fmt == "json":
@@ -386,20 +392,3 @@ def _explain_trace(trace, select, head, fmt, png, *, title: str, about: str):
         ),
     )
     echo_sections([intro, *walkthrough(trace, i, head=head)], fmt)
-
-
-def _summarise(trace, i, head, fmt, png, title):
-    """A long text: the query's heaviest keys and each head's statistics, never L × L."""
-    import json
-
-    from qkv.explain.summary import WALK_TOKENS, summary, summary_json
-
-    if png:
-        raise CliError(
-            f"--png draws every cell, for texts up to {WALK_TOKENS} tokens; this one has "
-            f"{len(trace.tokens)}: 'qkv heads --png' draws long texts pooled"
-        )
-    if fmt == "json":
-        click.echo(json.dumps({"title": title, **summary_json(trace, i, head)}))
-        return
-    echo_sections(summary(trace, i, head, title=title), fmt)
