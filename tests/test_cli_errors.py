@@ -86,7 +86,17 @@ BAD = {
         (["-n", "0"], "'--world-size'"),
         (["--dtype", "float16"], "'float16'"),
     ],
-    "bench": [(["--T", "abc"], "--T: expected comma-separated integers")],
+    "bench": [
+        (["--T", "abc"], "--T: expected comma-separated integers"),
+        (["--trace", "0"], "--trace 0: expected positive token counts, got [0]"),
+        (["--trace", "2k"], "--trace: expected comma-separated token counts, got '2k'"),
+    ],
+    "trace": [
+        (["-o", "x.qkvtrace"], "give the text with --text or --text-file"),
+        (["--text", "hi", "--text-file", "-", "-o", "x.qkvtrace"], "not both"),
+        (["--text", "hi", "-o", ""], "expected a file path"),
+        (["--text-file", "/nonexistent-qkv-dir/t.txt", "-o", "x"], "cannot open"),
+    ],
 }
 
 

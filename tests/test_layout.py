@@ -21,6 +21,10 @@ ENGINE = {
     "qkv.multihead",
     "qkv.layers",
     "qkv.display",
+    "qkv.lazy",
+    "qkv.tiles",
+    "qkv.readers",
+    "qkv.blas",
 }
 OUTER = (
     "qkv.explain",
@@ -77,13 +81,17 @@ def inner_edges():
 
 # Every module's layer, lowest first; a module imports only from its own layer or a lower one.
 # Within the engine the order is finer: the steps, then what checks and keeps them, the
-# reference, the kernels, attention, multi-head attention.
+# reference (and the lazy trace's tiles, computed by it), the kernels, attention (and the lazy
+# trace, which runs a kernel), multi-head attention.
 LAYERS = [
-    ("steps", {"qkv.steps", "qkv.masks"}),
-    ("contract", {"qkv.checks", "qkv.trace", "qkv.display", "qkv.layers", "qkv.cache"}),
-    ("reference", {"qkv.reference"}),
+    ("steps", {"qkv.steps", "qkv.masks", "qkv.blas"}),
+    (
+        "contract",
+        {"qkv.checks", "qkv.trace", "qkv.readers", "qkv.display", "qkv.layers", "qkv.cache"},
+    ),
+    ("reference", {"qkv.reference", "qkv.tiles"}),
     ("kernels", {"qkv.kernels"}),
-    ("attention", {"qkv.attention"}),
+    ("attention", {"qkv.attention", "qkv.lazy"}),
     ("multihead", {"qkv.multihead"}),
     ("explain", {"qkv.explain"}),
     (

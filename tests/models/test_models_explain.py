@@ -136,7 +136,7 @@ def test_png_is_written(run, tmp_path):
     [
         (["--model", "gpt-9", "--text", "hi"], "unknown model 'gpt-9'; choose one of"),
         (["--model", "minilm-l6", "--text", "   "], "--text: text must contain at least one"),
-        (["--model", "minilm-l6", "--text", "word " * 70], "at most 64 tokens"),
+        (["--model", "minilm-l6", "--text", "word " * 600], "minilm-l6's context is 512 tokens"),
         (["--model", "minilm-l6", "--text", "hi", "--layer", "6"], "--layer must be in [0, 6)"),
         (["--model", "smollm2-135m", "--text", "hi", "--head", "9"], "--head must be in [0, 9)"),
         (["--model", "minilm-l6", "--text", "a cat", "--select", "dog"], "token 'dog' is not in"),

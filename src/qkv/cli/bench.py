@@ -103,6 +103,16 @@ def _sizes(_ctx, _param, value: str) -> list[int]:
     "output_attentions=True, on the same weights.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option(
+    "--trace",
+    "trace_tokens",
+    is_flag=False,
+    flag_value="2048,8192",
+    default=None,
+    metavar="[TOKENS]",
+    help="Instead: a lazy trace of SmolLM2 (all layers) at these token counts (default "
+    "2048,8192): bytes held, peak memory, traced ÷ untraced time, one head's read time.",
+)
 def bench(
     T,
     heads,
@@ -120,6 +130,7 @@ def bench(
     model_name,
     hf,
     as_json,
+    trace_tokens,
 ):
     """Time exact attention: qkv's kernels and reference, naive NumPy, torch SDPA and math.
 
@@ -134,6 +145,8 @@ def bench(
     for a user's machine: unset OpenBLAS pins first (env -u OPENBLAS_CORETYPE -u
     OPENBLAS_L2_SIZE qkv bench ...).
     """
+    if trace_tokens is not None:
+        return _trace(trace_tokens, as_json)
     if model_name is not None:
         return _model(model_name, quick, hf, as_json)
     if hf:
@@ -189,6 +202,21 @@ def _model(name: str, quick: bool, hf: bool, as_json: bool) -> None:
         ),
         as_json,
     )
+
+
+def _trace(tokens: str, as_json: bool) -> None:
+    """``--trace``: what a lazy trace of a long text costs (``qkv.bench.trace``)."""
+    from qkv.bench import trace
+
+    try:
+        counts = [int(t) for t in tokens.split(",") if t.strip()]
+    except ValueError:
+        raise CliError(f"--trace: expected comma-separated token counts, got {tokens!r}") from None
+    try:
+        report = trace.run_trace(counts, show_progress=not as_json)
+    except ValueError as e:
+        raise CliError(f"--trace {tokens}: {e}") from None
+    _show(report, trace.render_trace, as_json)
 
 
 def _show(report: dict, draw, as_json: bool) -> None:

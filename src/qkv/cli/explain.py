@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import click
@@ -13,6 +14,7 @@ from qkv.cli.common import (
     local_model_or_error,
     model_or_error,
     positive_float,
+    text_options,
 )
 from qkv.cli.errors import CliError
 from qkv.explain import scenes
@@ -133,7 +135,8 @@ def _labelled(tokens, select: str | None) -> int | None:
     "--text, --layer and --head.  Example: --checkpoint minigpt.npz --text "
     "'the key to the cabinets ___' --layer 1 --head 0",
 )
-@click.option("--text", metavar="TEXT", help="The sentence to run through --model or --checkpoint.")
+@text_options("The text to run through --model (up to its context; past 64 tokens a summary "
+              "is printed) or --checkpoint.")  # fmt: skip
 @click.option(
     "--layer",
     type=int,
@@ -178,6 +181,7 @@ def explain(
       qkv explain --png weights.png
       qkv explain --model smollm2-135m --text "The cat sat on the mat" --layer 3 --head 2
       qkv explain --model minilm-l6 --text "The bank raised rates" --select bank --png w.png
+      qkv explain --model smollm2-135m --text-file essay.txt --layer 5 --select 100
     """
     positive_float("--temperature", temperature)
     extra = _extra_steps(softcap, sink, alibi)
@@ -309,7 +313,8 @@ def _explain_model(name, text, layer, select, head, fmt, png, allow_pickle=False
 
     if text is None:
         raise CliError(
-            "--model needs --text, e.g. --model smollm2-135m --text 'The cat sat on the mat'"
+            "--model needs --text or --text-file, e.g. --model smollm2-135m --text 'The cat "
+            "sat on the mat'"
         )
     bundled = name in models.NAMES
     model = (
@@ -318,7 +323,7 @@ def _explain_model(name, text, layer, select, head, fmt, png, allow_pickle=False
     if not 0 <= layer < model.n_layers:
         raise CliError(f"--layer must be in [0, {model.n_layers}) for {model.name}, got {layer}")
     try:
-        model.encode(text, limit=models.MAX_TRACE_TOKENS)
+        model.encode(text)  # the model's context is the only limit
         trace = (
             models.layer_trace(name, text, layer=layer, model=model)
             if bundled
@@ -361,6 +366,15 @@ def _explain_trace(trace, select, head, fmt, png, *, title: str, about: str):
             i = len(tokens) - 1 if select is None else token_index(tokens, _index(select))
     except ValueError as e:
         raise CliError(f"--select: {e}") from None
+    from qkv.explain.summary import WALK_TOKENS, summary, summary_json
+
+    if len(tokens) > WALK_TOKENS:  # the query's heaviest keys, each head's statistics: never L × L
+        if png:
+            raise CliError(f"--png draws every cell of up to {WALK_TOKENS} tokens, got "
+                           f"{len(tokens)}: 'qkv heads --png' draws long texts pooled")  # fmt: skip
+        if fmt == "json":
+            return click.echo(json.dumps({"title": title, **summary_json(trace, i, head)}))
+        return echo_sections(summary(trace, i, head, title=title), fmt)
     if png:
         _write_png(trace, png, i, head, title)  # weights_png adds ", head H"
     if fmt == "json":

@@ -7,7 +7,7 @@ import math
 
 import click
 
-from qkv.cli.common import echo_sections, format_option
+from qkv.cli.common import echo_sections, format_option, text_options
 from qkv.cli.errors import CliError
 
 
@@ -71,7 +71,7 @@ def spec_from_options(ablate, mean, tau, pin, knockout) -> dict:
     help="a bundled causal model (smollm2-135m), a local transformers directory, or a "
     "hub id (owner/name: the local cache, else downloaded)",
 )
-@click.option("--text", required=True, help="the prompt whose next token is predicted")
+@text_options("the prompt whose next token is predicted (or --text-file)")
 @click.option("--ablate", multiple=True, metavar="L.H", help="set head H of layer L's z to 0")
 @click.option(
     "--mean-ablate",
@@ -117,6 +117,8 @@ def patch(model_spec, text, ablate, mean, pin, tau, knockout, top_k, allow_pickl
       qkv patch --text "The capital of France is" --ablate 3.4 --tau 5.1=0.5
       qkv patch --model ./my-llama --text "1 2 3 1 2" --pin 2.0 --knockout 1=0
     """
+    if text is None:
+        raise CliError("give the prompt with --text or --text-file")
     spec = spec_from_options(ablate, mean, tau, pin, knockout)
     try:
         from qkv.hf import compare, loading, local

@@ -4,6 +4,8 @@ terminal, the page, the notebook and the export alike."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 
 
@@ -22,7 +24,8 @@ def labels(tokens, n: int) -> list[str]:
     toks = (
         [visible(t) for t in tokens] if tokens and len(tokens) == n else [str(j) for j in range(n)]
     )
-    return [t if toks.count(t) == 1 else f"{t}@{j}" for j, t in enumerate(toks)]
+    counts = Counter(toks)  # one pass: a long text has thousands of tokens
+    return [t if counts[t] == 1 else f"{t}@{j}" for j, t in enumerate(toks)]
 
 
 def select_label(tokens, text: str) -> int | None:

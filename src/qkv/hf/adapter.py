@@ -153,8 +153,11 @@ def attention_forward(
     )
     active = session.current()
     dropping = bool(dropout) and module.training
-    if active is None and not dropping and not kwargs.get("output_attentions"):
+    fast = active is None or active.edits is None  # nothing to edit: a trace records lazily
+    if fast and not dropping and not kwargs.get("output_attentions"):
         z, _ = dispatch.compute(p)
+        if active is not None:
+            active.record(module, p)  # q, k, v and the mask's rule; steps computed when read
         return z.transpose(1, 2).contiguous(), None  # (B, H, L, d_v) -> (B, L, H, d_v)
     kept, settings = traced_steps(p)
     if active is not None:

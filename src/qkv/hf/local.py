@@ -58,8 +58,8 @@ class LocalModel:
         limit = self.max_tokens if limit is None else limit
         if limit is not None and len(ids) > limit:
             raise ValueError(
-                f"text is {len(ids)} tokens long; a trace keeps every step of every "
-                f"layer, so it reads at most {limit} tokens: shorten the text"
+                f"text is {len(ids)} tokens long; {self.name} reads at most {limit} "
+                f"tokens: shorten the text"
             )
         return ids, list(self.tokenizer.convert_ids_to_tokens(ids))
 

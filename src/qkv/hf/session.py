@@ -54,7 +54,9 @@ def check_uses_qkv(model) -> None:
 class Session:
     """The recorder and the edits that the attention function applies while it is active.
 
-    ``recorder(index, module, kept, settings)`` receives every layer's steps; ``edits`` is a
+    ``recorder(index, module, kept, settings)`` receives every layer's steps where they were
+    computed (edits, ``output_attentions``, dropout), ``recorder.record(index, p)`` the checked
+    problem of a layer that ran the fast kernels; ``edits`` is a
     ``qkv.hf.interventions.Edits`` (or None).
     """
 
@@ -75,6 +77,13 @@ class Session:
         if self.recorder is not None:
             self.recorder(index, module, kept, settings)
         return kept, settings
+
+    def record(self, module, p) -> None:
+        """Hand this layer's checked problem to the recorder, which keeps it as a lazy trace
+        (the model ran the fast kernels; no step was kept)."""
+        index = self.index.get(id(module))
+        if index is not None and self.recorder is not None:
+            self.recorder.record(index, p)
 
     @contextlib.contextmanager
     def active(self):
