@@ -6,7 +6,7 @@ import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
 import qkv
-from qkv.kernels.threads import single_threaded_blas
+from qkv.blas import single_threaded_blas
 
 
 def _blas_threads():
