@@ -2,15 +2,18 @@
 
 Each rank sends its result, or its error in one line, back through its own pipe; nothing is
 written to disk. The first rank to fail stops the others at once (SIGTERM, then SIGKILL), and
-so does Ctrl-C in the parent: no rank outlives ``run``. Ranks ignore SIGINT themselves (a
-terminal's Ctrl-C reaches the whole process group) and die with their parent (Linux).
+so does Ctrl-C in the parent: no rank outlives ``run``. Ranks ignore SIGINT from their first
+instruction (a terminal's Ctrl-C reaches the whole process group, also while a rank is still
+importing) and die with their parent (Linux).
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import signal
 import socket
+import threading
 import time
 from datetime import timedelta
 from multiprocessing.connection import wait
@@ -41,23 +44,41 @@ def run(fn, world_size: int, *args, timeout_s: float = 60.0) -> list:
     port = free_port()
     pipes, procs = [], []
     try:
-        for rank in range(world_size):
-            receive, send = ctx.Pipe(duplex=False)
-            p = ctx.Process(
-                target=_worker,
-                name=f"qkv-ring-rank-{rank}",
-                daemon=True,
-                args=(rank, world_size, port, timeout_s, fn, args, send),
-            )
-            p.start()
-            send.close()  # the child holds the only write end: EOF when it dies
-            pipes.append(receive)
-            procs.append(p)
+        with _started_ignoring_sigint():
+            for rank in range(world_size):
+                receive, send = ctx.Pipe(duplex=False)
+                p = ctx.Process(
+                    target=_worker,
+                    name=f"qkv-ring-rank-{rank}",
+                    daemon=True,
+                    args=(rank, world_size, port, timeout_s, fn, args, send),
+                )
+                p.start()
+                send.close()  # the child holds the only write end: EOF when it dies
+                pipes.append(receive)
+                procs.append(p)
         return _collect(pipes, procs)
     finally:
         _stop(procs)
         for c in pipes:
             c.close()
+
+
+@contextlib.contextmanager
+def _started_ignoring_sigint():
+    """Processes started inside begin with SIGINT ignored: an ignored signal stays ignored
+    across exec, and Python then installs no KeyboardInterrupt handler, so Ctrl-C cannot
+    interrupt a rank's imports with a traceback. The parent's handler is back when the block
+    ends (milliseconds later). Handlers can be set from the main thread only; elsewhere each
+    rank ignores SIGINT from ``_worker`` on."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _collect(pipes, procs) -> list:
