@@ -152,6 +152,9 @@ def attention_forward(
         is_causal=is_causal,
     )
     active = session.current()
+    if active is not None:
+        active.see(module, p)
+        active = active if active.keeps_steps else None  # only watching: the kernels run it
     dropping = bool(dropout) and module.training
     if active is None and not dropping and not kwargs.get("output_attentions"):
         name = dispatch.choose("auto", p)
