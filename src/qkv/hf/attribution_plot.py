@@ -40,7 +40,8 @@ def save(report: dict, path, *, title: str) -> None:
     splits = report.get("by_key") or []
     n_layers = heads.shape[0]
     columns = 3 if patching else 2
-    fig = Figure(figsize=(4.2 * columns, 3.2 + 0.16 * n_layers + (2.6 if splits else 0)), dpi=100)
+    size = (4.2 * columns, 3.2 + 0.16 * n_layers + (2.6 if splits else 0))
+    fig = Figure(figsize=size, dpi=100, layout="constrained")
     FigureCanvasAgg(fig)  # its own canvas: no pyplot, no global figure state
     grid = fig.add_gridspec(2 if splits else 1, columns, height_ratios=[3, 1] if splits else [1])
     ld = report["logit_diff"]
@@ -49,7 +50,7 @@ def save(report: dict, path, *, title: str) -> None:
     ax.barh(np.arange(n_layers), mlp, color=np.where(mlp >= 0, "#c0392b", "#2c6fbb"))
     ax.set_ylim(n_layers - 0.5, -0.5)
     ax.axvline(0.0, color="black", linewidth=0.6)
-    ax.set_ylabel("layer")
+    ax.set_xlabel(f"share of {ld:.3g}")
     ax.set_title(
         f"MLPs (embeddings {report['embed']:+.3g}, biases {report['rest']:+.3g})", fontsize=9
     )
