@@ -14,7 +14,6 @@ from __future__ import annotations
 import numpy as np
 
 from qkv import checks, steps
-from qkv.attention import traced_steps
 from qkv.checks import positive_int
 from qkv.kernels import dispatch
 from qkv.trace import Trace
@@ -163,9 +162,9 @@ class MultiHeadAttention:
 
         context (..., S, d_model): keys and values come from it (cross-attention).
         cache: a ``KVCache``; this call's K/V are appended and attention runs over all of them.
-        backend: as in ``qkv.attention``; without a trace, "auto" runs the blocked kernel (NumPy)
-        or torch's SDPA (tensors) once the problem is past toy size, e.g. decoding one token
-        against a long cache.
+        backend: as in ``qkv.attention``; without a trace, "auto" runs the fused kernel (numba;
+        else the blocked kernel) or torch's SDPA (tensors) once the problem is past toy size,
+        e.g. decoding one token against a long cache.
         """
         xp = steps.namespace(x, self.W_Q)
         x = checks.as_floating(x, xp)
@@ -195,12 +194,9 @@ class MultiHeadAttention:
             bias=bias,
             sinks=sinks,
         )
-        name = dispatch.choose(backend, p, return_trace=return_trace)
-        z = None if name == "reference" else dispatch.run(name, p)  # (..., n_heads, L, d_head)
-        if z is not None:  # else the reference decides: NaN rows or the overflow error
-            return steps.project_out(z, self.W_O, self.b_O)[1]
-        kept, settings = traced_steps(p)
-        kept["head_out"], kept["out"] = steps.project_out(kept["z"], self.W_O, self.b_O)
+        z, traced = dispatch.compute(p, backend, return_trace=return_trace)  # (..., H, L, d_head)
         if not return_trace:
-            return kept["out"]
+            return steps.project_out(z, self.W_O, self.b_O)[1]
+        kept, settings = traced
+        kept["head_out"], kept["out"] = steps.project_out(kept["z"], self.W_O, self.b_O)
         return kept["out"], Trace({"x": x, **kept}, settings)

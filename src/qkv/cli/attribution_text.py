@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from qkv.explain.format import Section, Table, section
-from qkv.explain.walkthrough import labels, visible
+from qkv.explain.tokens import labels, visible
 from qkv.hf.attribution import top_heads
 from qkv.hf.attribution_plot import describe
 

@@ -224,7 +224,7 @@ def explain(
     from qkv.explain.format import Section
     from qkv.explain.walkthrough import labels, walkthrough
 
-    weights = {"W_Q": scene.W_Q, "W_K": scene.W_K, "W_V": scene.W_V}
+    projections = {"W_Q": scene.W_Q, "W_K": scene.W_K, "W_V": scene.W_V}
     settings = [
         f"query: {labels(scene.tokens, len(scene.tokens))[i]} (position {i})",
         f"τ = {temperature:g}",
@@ -233,7 +233,7 @@ def explain(
         *(f"{name} {value:g}" for name, value in extra.items()),
     ]
     intro = Section(f"{scene.name}: {scene.title}", (scene.lesson, " · ".join(settings)))
-    echo_sections([intro, *walkthrough(trace, i, head=head, weights=weights)], fmt)
+    echo_sections([intro, *walkthrough(trace, i, head=head, projections=projections)], fmt)
 
 
 def _extra_steps(softcap, sink, alibi) -> dict:

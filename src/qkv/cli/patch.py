@@ -148,7 +148,7 @@ def patch(model_spec, text, ablate, mean, pin, tau, knockout, top_k, allow_pickl
         )
         return
     from qkv.explain.format import Table, section
-    from qkv.explain.walkthrough import visible
+    from qkv.explain.tokens import visible
 
     rows = tuple(
         (str(i + 1), visible(b[0]), f"{b[1]:.4f}", visible(a[0]), f"{a[1]:.4f}")

@@ -52,15 +52,13 @@ def reference(setup: Setup, dtype: str = "float64"):
     dq, dk, dv for the upstream gradient dz."""
     import torch
 
-    import qkv
+    from qkv.attention import attention
 
     q, k, v, dz = (
         torch.tensor(a, dtype=getattr(torch, dtype), requires_grad=True)
         for a in inputs(setup, 0, setup.T)
     )
-    z = qkv.attention(
-        q, k, v, causal=setup.causal, scale=setup.scale, temperature=setup.temperature
-    )
+    z = attention(q, k, v, causal=setup.causal, scale=setup.scale, temperature=setup.temperature)
     grads = None
     if setup.grad:
         z.backward(dz.detach())

@@ -26,11 +26,11 @@ import numpy as np
 import torch
 
 from qkv import checks, steps
-from qkv.attention import traced_steps
 from qkv.hf import session as sessions
 from qkv.hf.anatomy import Anatomy, freeze, read
 from qkv.hf.capture import Captured, capture, closes
 from qkv.hf.tokens import Token, named, position_of, prompt_ids, texts, token_id
+from qkv.reference import traced_steps
 
 
 @dataclass

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qkv.explain.walkthrough import labels, visible
+from qkv.explain.tokens import labels, visible
 
 
 def _grid(fig, ax, values, title, label):

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 import torch
 
 from qkv import checks, steps
-from qkv.attention import traced_steps
 from qkv.hf import session as sessions
 from qkv.hf.tokens import texts
+from qkv.reference import traced_steps
 
 _KEYS = ("tau", "knockout", "pin", "ablate")
 

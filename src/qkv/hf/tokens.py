@@ -2,7 +2,7 @@
 
 A vocabulary spells " Mary" as ``ĠMary`` (byte-level BPE) or ``▁Mary`` (SentencePiece); qkv
 names a token by its own text, " Mary", and shows its edge spaces as ``␣Mary``
-(``qkv.explain.walkthrough.visible``) wherever it prints one.
+(``qkv.explain.tokens.visible``) wherever it prints one.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from qkv.explain.walkthrough import visible
+from qkv.explain.tokens import visible
 
 SPACE_MARK = "▁"  # SentencePiece's word-start mark: its decoder drops the space of a lone token
 

@@ -49,8 +49,8 @@ class Block:
     n_heads: int  # query heads, then n_kv_heads K and n_kv_heads V heads in W_QKV's columns
     n_kv_heads: int
 
-    def _head_weights(self, start: int, count: int) -> np.ndarray:
-        """Columns of W_QKV as (count, d_model, d_head) per-head weights."""
+    def _head_projections(self, start: int, count: int) -> np.ndarray:
+        """Columns of W_QKV as (count, d_model, d_head) per-head projection matrices."""
         d_model = self.W_QKV.shape[0]
         d_head = self.W_O.shape[0] // self.n_heads
         cols = self.W_QKV[:, start * d_head : (start + count) * d_head]  # (d_model, count·d_head)
@@ -59,17 +59,17 @@ class Block:
     @property
     def W_Q(self) -> np.ndarray:
         """(n_heads, d_model, d_head), a view of W_QKV."""
-        return self._head_weights(0, self.n_heads)
+        return self._head_projections(0, self.n_heads)
 
     @property
     def W_K(self) -> np.ndarray:
         """(n_kv_heads, d_model, d_head), a view of W_QKV."""
-        return self._head_weights(self.n_heads, self.n_kv_heads)
+        return self._head_projections(self.n_heads, self.n_kv_heads)
 
     @property
     def W_V(self) -> np.ndarray:
         """(n_kv_heads, d_model, d_head), a view of W_QKV."""
-        return self._head_weights(self.n_heads + self.n_kv_heads, self.n_kv_heads)
+        return self._head_projections(self.n_heads + self.n_kv_heads, self.n_kv_heads)
 
 
 class SmolLM2(Generator, TextModel):

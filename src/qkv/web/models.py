@@ -26,10 +26,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from qkv import models
-from qkv.web import views
+from qkv.views import grid as grids
+from qkv.views import selection
 from qkv.web.errors import FieldError, shown
 from qkv.web.schemas import Section, Selected
-from qkv.web.views import one_head
 
 MODEL_PAGE_TOKENS = 32  # the page's limit: a 32 × 32 heatmap per head stays readable
 MAX_CHARS = 400  # checked before tokenizing
@@ -87,7 +87,7 @@ class Grid(BaseModel):
     weight ≈ byte / 255, row-major, base64. Enough to draw thumbnails, not to compute with."""
 
     shape: list[int]
-    encoding: Literal[views.GRID_ENCODING] = views.GRID_ENCODING
+    encoding: Literal[grids.GRID_ENCODING] = grids.GRID_ENCODING
     data: str
 
 
@@ -213,7 +213,7 @@ def in_range(field: str, value: int, n: int, what: str) -> None:
 
 def grid(weights: np.ndarray) -> Grid:
     """(n_layers, n_heads, L, L) weights -> one byte each."""
-    return Grid(**views.grid(weights))
+    return Grid(**grids.grid(weights))
 
 
 def checked(pool: ModelPool, req) -> tuple[object, list[str]]:
@@ -246,15 +246,13 @@ def run(pool: ModelPool, req: ModelTraceRequest) -> dict:
     i = L - 1 if req.select is None else req.select
     in_range("select", i, L, f"(the text is {L} tokens)")
     layer = result.layer(req.layer)
-    head = one_head(layer, req.head)
+    head = selection.one_head(layer, req.head)
     return {
         "model": pool.info(req.model).model_dump(),
         "tokens": list(result.tokens),
         "settings": {"model": req.model, "layer": req.layer, "head": req.head, "select": i},
         "grid": grid(result.weights).model_dump() if req.grid else None,
-        "trace": head.to_dict(),
-        "selected": {**views.selected(head, i), "head": req.head},
-        "walkthrough": views.walkthrough_sections(layer, i, req.head),
+        **selection.answer(head, i, req.head, walk=layer),
     }
 
 
