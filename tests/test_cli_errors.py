@@ -27,6 +27,8 @@ BAD = {
         (["--softcap", "0"], "--softcap must be a finite number > 0"),
         (["--sink", "inf"], "--sink must be a finite number"),
         (["--alibi", "-1"], "--alibi must be a finite number ≥ 0"),
+        (["--alibi", "1e308"], "ALiBi slope 1e+308 × the largest distance 5 overflows float64"),
+        (["--select", "-1"], "--select: a token index must be ≥ 0 (positions run from 0), got -1"),
         (
             ["--model", "smollm2-135m", "--text", "hi", "--sink", "0"],
             "--softcap, --sink and --alibi apply to presets",
@@ -55,7 +57,17 @@ BAD = {
         (["--text", "hi", "--png", NO_DIR], f"cannot open '{NO_DIR}'"),
         (["--text", "hi", "--png", ""], "expected a file path"),
     ],
-    "generate": [(["--prompt", "hi", "--seed", "-1"], "'--seed': -1 is not in the range")],
+    "generate": [
+        (["--prompt", "hi", "--seed", "-1"], "'--seed': -1 is not in the range"),
+        (
+            ["--prompt", "hi", "--temperature", "nan"],
+            "Error: --temperature must be a finite number",
+        ),
+        (
+            ["--prompt", "hi", "--temperature", "inf"],
+            "Error: --temperature must be a finite number",
+        ),
+    ],
     "lab": [(["nope"], "No such command 'nope'")],
     "lab scaling": [(["--seed", "-1"], "'--seed': -1 is not in the range")],
     "lab symmetry": [(["--seed", str(2**40)], "'--seed'")],

@@ -41,6 +41,12 @@ def alibi(L: int, S: int | None = None, slope: float = 0.5) -> np.ndarray:
         raise TypeError(f"slope must be a number ≥ 0, got {slope!r}")
     if not (np.isfinite(slope) and slope >= 0):
         raise ValueError(f"slope must be finite and ≥ 0, got {slope}")
+    farthest = max(L, S) - 1  # the largest |pos_i − j|
+    if farthest and not np.isfinite(float(slope) * farthest):
+        raise ValueError(
+            f"ALiBi slope {slope:g} × the largest distance {farthest} overflows float64; "
+            f"use a slope ≤ {np.finfo(np.float64).max / farthest:.3g}"
+        )
     pos = np.arange(L)[:, None] + (S - L)  # (L, 1)
     return -float(slope) * np.abs(pos - np.arange(S)[None, :])  # (L, S)
 

@@ -141,6 +141,8 @@ def test_png_is_written(run, tmp_path):
         (["--model", "smollm2-135m", "--text", "hi", "--head", "9"], "--head must be in [0, 9)"),
         (["--model", "minilm-l6", "--text", "a cat", "--select", "dog"], "token 'dog' is not in"),
         (["--model", "minilm-l6", "--text", "a cat", "--select", "4"], "must be in [0, 4)"),
+        (["--model", "minilm-l6", "--text", "a cat", "--select", "-1"], "must be ≥ 0"),
+        (["--model", "minilm-l6", "--text", "a cat", "--select", "-5"], "must be ≥ 0"),
         (["--model", "minilm-l6"], "--model needs --text"),
         (["--model", "minilm-l6", "--text", "hi", "-t", "2"], "a real model runs with its own"),
         (["--model", "minilm-l6", "--text", "hi", "--checkpoint", "m.npz"], "not both"),

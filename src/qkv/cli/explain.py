@@ -21,7 +21,16 @@ from qkv.explain import scenes
 def _token(text: str | None):
     if text is None:
         return None
-    return int(text) if text.lstrip("-").isdigit() else text
+    return int(_index(text)) if text.lstrip("-").isdigit() else text
+
+
+def _index(select: str) -> str:
+    """--select as given, refused when it is a negative index: positions run from 0 (the
+    pickers would count a negative one from the end, which no message offers)."""
+    text = select.strip()
+    if text.startswith("-") and text[1:].isdigit() and int(text) < 0:
+        raise CliError(f"--select: a token index must be ≥ 0 (positions run from 0), got {select}")
+    return select
 
 
 def _labelled(tokens, select: str | None) -> int | None:
@@ -349,7 +358,7 @@ def _explain_trace(trace, select, head, fmt, png, *, title: str, about: str):
     try:
         i = _labelled(tokens, select)
         if i is None:
-            i = len(tokens) - 1 if select is None else token_index(tokens, select)
+            i = len(tokens) - 1 if select is None else token_index(tokens, _index(select))
     except ValueError as e:
         raise CliError(f"--select: {e}") from None
     if png:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 import click
@@ -66,6 +67,8 @@ def generate(text, model_name, prompt, max_new_tokens, temperature, top_k, seed,
             f"{text!r} and --prompt {prompt!r}"
         )
     prompt = prompt if text is None else text
+    if not math.isfinite(temperature):  # click's FloatRange lets nan and inf through
+        raise CliError(f"--temperature must be a finite number ≥ 0 (0 = greedy), got {temperature}")
     m = model_or_error(model_name)
     try:
         stream = m.generate(

@@ -105,7 +105,8 @@ class LocalModel:
 def open_dir(path, *, allow_pickle: bool = False) -> LocalModel:
     """Load the transformers model directory ``path`` (``config.json`` plus weights), or the
     hub id ``path`` (owner/name, see ``qkv.hf.loading.locate``), without its LM head;
-    ValueError when it is neither, or holds only pickle weights and ``allow_pickle`` is False."""
+    ValueError when it is neither, holds only pickle weights and ``allow_pickle`` is False, or
+    its config.json asks for more than its weights hold (``qkv.hf.gate``, before building)."""
     spec = str(path)
     if spec in NAMES:
         raise ValueError(f"{spec} is a bundled model: load it with qkv.models.load({spec!r})")

@@ -73,7 +73,7 @@ class ModelInfo(BaseModel):
         description="a transformers directory the server was started "
         "with (computed by qkv through qkv.hf)",
     )
-    installed: bool | None = Field(None, description="None until checked")
+    installed: bool | None = Field(None, description="its weights package is found here")
     n_layers: int | None = None
     n_heads: int | None = None
     n_kv_heads: int | None = None
@@ -174,8 +174,12 @@ class ModelPool:
 
     def info(self, name: str) -> ModelInfo:
         m = self.loaded.get(name)
-        if m is None:
-            return ModelInfo(name=name, installed=False if name in self.missing else None)
+        if m is None:  # not loaded yet: installed when its weights package is found
+            import importlib.util
+
+            package = models.NAMES[name][1].replace("-", "_")
+            found = name not in self.missing and importlib.util.find_spec(package) is not None
+            return ModelInfo(name=name, installed=found)
         return ModelInfo(
             name=name,
             local=name in self.local,
@@ -268,7 +272,7 @@ def router(pool: ModelPool) -> APIRouter:
 
     @routes.get("/api/models", response_model=list[ModelInfo])
     def list_models():
-        """The real models; installed is None until a model has been asked for."""
+        """The real models, and whether each is installed (none is loaded to say so)."""
         return [pool.info(name) for name in pool.names]
 
     def model_trace(req):

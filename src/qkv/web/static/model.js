@@ -153,7 +153,7 @@ async function runText() {
   state.text = $("model-text").value.trim() || DEFAULT_TEXT;
   $("model-text").value = state.text;
   state.select = null;  // the last token of the new text
-  const loaded = info.find((m) => m.name === state.model)?.installed;
+  const loaded = info.find((m) => m.name === state.model)?.n_layers != null;  // sizes: loaded
   await ask(true, loaded ? `running ${state.model}…` :
     `loading ${state.model} (a few seconds the first time), then running it…`);
 }
