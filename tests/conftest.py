@@ -1,9 +1,14 @@
 import contextlib
+import os
 import threading
 import time
 
 import numpy as np
 import pytest
+
+# Tests never pay for tile tuning: the kernels take their built-in tiles (kernels/tuning.py);
+# tests/test_tuning.py runs the tuner itself, on a tiny budget, in temporary cache directories.
+os.environ["QKV_TUNE"] = "off"
 
 
 def pytest_sessionstart(session):

@@ -246,13 +246,16 @@ def copy_bandwidth(n_bytes: int = 1 << 28, repeats: int = 5) -> float:
 # ---- peak extra memory, in a fresh process per configuration ---------------------------------
 
 
-def measure_memory(jobs: list[tuple[Config, list[str]]], timeout: float = 900.0) -> list[dict]:
+def measure_memory(
+    jobs: list[tuple[Config, list[str]]], *, threads: int | None = None, timeout: float = 900.0
+) -> list[dict]:
     """Peak extra resident memory (bytes) of one run of each peer, for each configuration,
     measured in one child process (so this process's caches and warm-ups do not count).
 
     For each configuration the child makes fresh inputs; for each peer it resets the kernel's
     high-water mark (/proc/self/clear_refs), runs the peer once and reports VmHWM minus the
-    resident size just before the run.
+    resident size just before the run. ``threads``: the BLAS and OpenMP thread count the child
+    is told (it inherits this process's CPU affinity).
     """
     payload = json.dumps([[asdict(cfg), peers] for cfg, peers in jobs])
     code = f"from qkv.bench.peers import _child; _child({payload!r})"
@@ -260,6 +263,8 @@ def measure_memory(jobs: list[tuple[Config, list[str]]], timeout: float = 900.0)
         # a fixed mmap threshold: every large block is mapped on allocation and unmapped on
         # free, so a peer cannot reuse pages an earlier peer left in the heap unseen
         env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
+        if threads is not None:
+            env |= {k: str(threads) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
         done = subprocess.run(
             [sys.executable, "-c", code],
             capture_output=True,

@@ -35,12 +35,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from qkv.kernels import layout
+from qkv.kernels import layout, tuning
 from qkv.kernels.threads import default_workers, pool, single_threaded_blas
 from qkv.steps import head_groups
 
-BLOCK_Q = 256  # query rows per tile (measured: 128-512 within noise; 256 keeps causal waste low)
-BLOCK_K = 512  # keys per tile; a float32 tile is 512 KiB, the size of one core's L2 cache
 # |scores| below which exp(s) needs no shift: e^±60 and S·e^60 stay normal float32 numbers
 QUIET = {np.float32: 60.0, np.float64: 600.0}
 FIXED_MIN_ROWS = 16  # fewer rows (decoding): the key norms would cost as much as the tile
@@ -59,8 +57,8 @@ def blocked_attention(
     softcap=None,
     bias=None,
     sinks=None,
-    block_q=BLOCK_Q,
-    block_k=BLOCK_K,
+    block_q=None,
+    block_k=None,
     workers=None,
     plan=None,
 ):
@@ -73,11 +71,16 @@ def blocked_attention(
     None (cap(s) = cap·tanh(s/cap)). bias: floating, broadcastable to (..., H, L, S) (never
     copied whole: each tile reads its slice of the broadcast view), or None. sinks: one logit
     per query head, (H, 1, 1) or (1, 1), joining each row's denominator, or None. workers: threads
-    (default: one per CPU, or one for small problems). plan: the class that runs each tile
+    (default: one per CPU, or one for small problems). block_q, block_k: the tile (default: the
+    sizes measured fastest on this processor, ``kernels/tuning.py``). plan: the class that runs each tile
     (``_Plan`` by default; the fused kernel passes its own). Returns (..., [H,] L, d_v) in q's
     dtype, or None when a row that sees keys got no weight at all (every score it sees is −inf:
     an infinite input or an overflow), which the reference then decides.
     """
+    if block_q is None or block_k is None:  # measured on this processor (kernels/tuning.py)
+        scores = q.size // max(1, q.shape[-1]) * k.shape[-2]  # (..., H, L) · S
+        chosen = tuning.tiles("blocked", blocked_attention, scores)
+        block_q, block_k = block_q or chosen.block_q, block_k or chosen.block_k
     work, dtype = (np.float64 if q.dtype == np.float64 else np.float32), q.dtype
     if q.dtype != work:
         q, k, v = (a.astype(work) for a in (q, k, v))  # scores, softmax and sums in float32

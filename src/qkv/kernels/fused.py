@@ -40,7 +40,7 @@ import math
 
 import numpy as np
 
-from qkv.kernels import blocked, layout
+from qkv.kernels import blocked, layout, tuning
 from qkv.kernels.threads import default_workers, pool
 
 LOG2E = 1.4426950408889634
@@ -72,6 +72,8 @@ def fused_attention(
     bias=None,
     sinks=None,
     workers=None,
+    block_q=None,
+    block_k=None,
 ):
     """z = softmax_sink(mask(cap(q·kᵀ·scale/τ) + bias))·v with a compiled pass per tile, for
     validated NumPy inputs: q (..., [H,] L, d_k), k (..., [G,] S, d_k), v (..., [G,] S, d_v),
@@ -88,6 +90,9 @@ def fused_attention(
     G, r = blocked.head_groups(q4.shape[-3], k4.shape[-3], v4.shape[-3])
     extras = softcap is not None or bias is not None or sinks is not None
     if r * L > DECODE_ROWS or extras:
+        if block_q is None or block_k is None:  # measured on this processor (kernels/tuning.py)
+            chosen = tuning.tiles("fused", fused_attention, q.size // max(1, d_k) * S)
+            block_q, block_k = block_q or chosen.block_q, block_k or chosen.block_k
         # masked keys (a mask, or the causal diagonal) may hold anything: check v once
         finite = (mask is None and causal is None) or bool(np.isfinite(v).all())
         out = blocked.blocked_attention(
@@ -102,6 +107,8 @@ def fused_attention(
             bias=bias,
             sinks=sinks,
             workers=workers,
+            block_q=block_q,
+            block_k=block_k,
             plan=functools.partial(_FusedPlan, finite_v=finite),
         )
         return out if out is None or out.dtype == dtype else out.astype(dtype)
