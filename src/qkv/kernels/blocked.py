@@ -115,6 +115,9 @@ def blocked_attention(
                 else np.broadcast_to(
                     layout.sink_grid(sinks, G, r, work), (*batch, G, r)
                 ),  # (..., G, r), a view
+                "k_norm": None
+                if bias is not None or sinks is not None or r * L < FIXED_MIN_ROWS
+                else _key_norms(np.broadcast_to(k4, (*batch, G, S, d_k))),  # (..., G)
                 "out": out,
             },
         )
@@ -136,7 +139,7 @@ def blocked_attention(
             d_v,
         )
         plan.softcap = softcap
-        names = ("q", "k", "v", "mask", "bias", "sinks", "out")
+        names = ("q", "k", "v", "mask", "bias", "sinks", "k_norm", "out")
         items = [(u0, u1, rows) for u0, u1 in plan.unit_chunks() for rows in plan.row_blocks()]
         items.sort(key=lambda item: -plan.cost(item[2]))  # longest first: no thread idles late
 
@@ -158,6 +161,13 @@ def blocked_attention(
     out = out.reshape(*batch, G * r, L, d_v)  # (..., H, L, d_v)
     out = out.reshape(out.shape[nd - max(q.ndim, k.ndim, v.ndim) :])  # drop the padding axes
     return out if out.dtype == dtype else out.astype(dtype)
+
+
+def _key_norms(k):
+    """(..., S, d) -> (...): the largest |k_j| of each unit (NaN if a key holds NaN)."""
+    if k.shape[-2] == 0:
+        return np.zeros(k.shape[:-2], k.dtype)
+    return np.sqrt(np.einsum("...sd,...sd->...s", k, k).max(axis=-1))
 
 
 class _NoWeight(Exception):
@@ -248,17 +258,19 @@ class _Plan:
         acc = np.zeros((u, n, self.d_v), dtype=self.dtype)  # unnormalised output
         return buf, qs, m, ell, acc
 
-    def tile(self, q_u, k_u, v_u, m_u, b_u, sink_u, out_u, rows):
+    def tile(self, q_u, k_u, v_u, m_u, b_u, sink_u, kn_u, out_u, rows):
         """Run the recurrence for query rows ``rows`` of u units; write z into out_u.
 
         q_u (u, r, L, d_k), k_u (u, S, d_k), v_u (u, S, d_v), m_u (u, r, L, S) or None, b_u
-        (u, r, L, S) or None (a broadcast view), sink_u (u, r) or None, out_u (u, r, L, d_v).
+        (u, r, L, S) or None (a broadcast view), sink_u (u, r) or None, kn_u (u,) each unit's
+        largest key norm or None (no bias, sinks, or too few rows: the shifted path),
+        out_u (u, r, L, d_v).
         """
         h0, h1, i0, i1 = rows
         buf, qs, m, ell, acc = self.start(q_u, rows, sink_u)
         u, n = qs.shape[:2]
         pos = np.tile(np.arange(i0, i1), h1 - h0)  # (n,) each row's query position
-        fixed = n >= FIXED_MIN_ROWS and b_u is None and sink_u is None and self._quiet(qs, k_u)
+        fixed = kn_u is not None and self._quiet(qs, kn_u)
         for j0, j1, diagonal in self.key_blocks(i0, i1):
             hidden = self._hidden(m_u, rows, j0, j1, diagonal, pos)
             if hidden is True:
@@ -299,26 +311,19 @@ class _Plan:
             s4 = s.reshape(s.shape[0], h1 - h0, i1 - i0, j1 - j0)  # a view of the buffer
             np.add(s4, b_u[:, h0:h1, i0:i1, j0:j1], out=s4)  # (u or 1, h, i, bk) broadcasts
 
-    def _quiet(self, qs, k_u):
-        """Whether every score is small enough for the unshifted path (see _score_bound); a
-        softcap bounds |capped| by cap whatever the inputs (a NaN bound stays unquiet)."""
-        bound = self._score_bound(qs, k_u)
-        if self.softcap is not None and bound == bound:  # not NaN
-            bound = min(bound, self.softcap)
-        return bound <= QUIET[self.dtype]
-
-    @staticmethod
-    def _score_bound(qs, k_u):
-        """max |s| ≤ max_i |q_i| · max_j |k_j| (Cauchy–Schwarz; qs already holds scale/τ).
-
-        When the bound is below QUIET, exp(s) neither overflows nor underflows the largest term
-        of a row, so the shift by the running max (and the rescaling it brings) can be left
-        out: the stabiliser stays 0, and the max and shift passes over every tile are saved.
-        NaN when an input is NaN, which keeps the shifted path.
-        """
+    def _quiet(self, qs, kn_u):
+        """Whether every score is small enough for the unshifted path, in the plan's score units
+        (log₂ for the fused plan: the same magnitudes), from the bound max|q_i|·max|k_j|
+        (Cauchy–Schwarz; qs holds scale/τ, kn_u each unit's largest key norm). When it holds,
+        exp(s) neither overflows nor underflows a row's largest term, so the shift by the
+        running max (and the rescaling it brings) can be left out: the stabiliser stays 0, and
+        the max and shift passes over every tile are saved. A softcap bounds |capped| by cap
+        whatever the inputs; a NaN bound (a NaN input) keeps the shifted path."""
         q_norm = np.sqrt(np.einsum("und,und->un", qs, qs).max())  # (u, n) -> ()
-        k_norm = np.sqrt(np.einsum("usd,usd->us", k_u, k_u).max())  # (u, S) -> ()
-        return float(q_norm) * float(k_norm) * 1.01  # 1% for the rounding of the norms
+        bound = float(q_norm) * float(kn_u.max()) * 1.01  # 1% for the rounding of the norms
+        if self.softcap is not None and bound == bound:  # not NaN
+            bound = min(bound, self.softcap * self.log_base)
+        return bound <= QUIET[self.dtype] * self.log_base
 
     def _buffers(self):
         """This thread's tile buffers, made on its first tile."""

@@ -166,7 +166,7 @@ class _FusedPlan(blocked._Plan):
         self.log_base = LOG2E  # sink logits too
         self.finite_v = finite_v  # False: some value is NaN/inf, and may sit in a masked key
 
-    def tile(self, q_u, k_u, v_u, m_u, b_u, sink_u, out_u, rows):
+    def tile(self, q_u, k_u, v_u, m_u, b_u, sink_u, kn_u, out_u, rows):
         """The blocked recurrence for rows ``rows`` of u units (shapes as ``_Plan.tile``)."""
         h0, h1, i0, i1 = rows
         buf, qs, m, ell, acc = self.start(q_u, rows, sink_u)  # m in log₂ units
@@ -176,6 +176,12 @@ class _FusedPlan(blocked._Plan):
         fused = kernels["tile32" if self.dtype == np.float32 else "tile64"]
         no_mask = np.ones((1, 1, 1), dtype=bool)
         no_bias = np.zeros((1, 1, 1, 1), dtype=self.dtype)
+        # every score small enough for 2^s as it is (blocked._Plan._quiet): no max, no rescale
+        fixed = kn_u is not None and m_u is None
+        if fixed and self._quiet(qs, kn_u):
+            m[:] = 0.0
+        else:
+            fixed = False
         for j0, j1, diagonal in self.key_blocks(i0, i1):
             seen = no_mask
             if m_u is not None:  # (u, h1-h0, i1-i0, bk) -> (u, n, bk)
@@ -201,6 +207,7 @@ class _FusedPlan(blocked._Plan):
                 m_u is not None,
                 bias,
                 b_u is not None,
+                fixed,
             )
             pv = buf.pv[: u * n * self.d_v].reshape(u, n, self.d_v)
             vb = v_u[:, j0:j1]  # (u, bk, d_v)

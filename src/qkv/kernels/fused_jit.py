@@ -132,6 +132,17 @@ def _row_max(row, hi, seen_row, has_mask, lanes):
 
 
 @numba.njit(inline="always", **OPTS)
+def _exp2_row(row, hi, shift):
+    """row[j] = 2^(row[j] − shift) for j < hi, in place; returns their sum."""
+    total = _like(shift, 0.0)
+    for j in range(hi):
+        p = _exp2(row[j] - shift)
+        row[j] = p
+        total += p
+    return total
+
+
+@numba.njit(inline="always", **OPTS)
 def _row_update(row, hi, seen_row, has_mask, m_old, lanes):
     """The online-softmax step for one row, in place: row[j] = 2^(row[j] − m_new) for the
     visible keys j < hi, 0 for masked ones; returns (m_new, alpha = 2^(m_old − m_new), Σ p).
@@ -144,12 +155,7 @@ def _row_update(row, hi, seen_row, has_mask, m_old, lanes):
         m_new = m_old if m_old >= mx else mx
         if m_new - m_new == zero:  # finite (no NaN, no ±inf seen): no special case per key
             alpha = one if m_new == m_old else _exp2(m_old - m_new)
-            total = zero
-            for j in range(hi):
-                p = _exp2(row[j] - m_new)
-                row[j] = p
-                total += p
-            return m_new, alpha, total
+            return m_new, alpha, _exp2_row(row, hi, m_new)
     mx = _row_max(row, hi, seen_row, has_mask, lanes)
     m_new = m_old if m_old >= mx else mx
     alpha = one if m_new == m_old else _exp2(m_old - m_new)  # rescales what came before
@@ -164,14 +170,16 @@ def _row_update(row, hi, seen_row, has_mask, m_old, lanes):
 
 
 @numba.njit(**OPTS)
-def tile(s, m, ell, acc, pos, j0, diagonal, offset, seen, has_mask, bias, has_bias):
+def tile(s, m, ell, acc, pos, j0, diagonal, offset, seen, has_mask, bias, has_bias, fixed):
     """One tile of the blocked recurrence after s = q·kᵀ, in place.
 
     s (u, n, bk) log₂-unit scores -> p; m, ell (u, n) running max and sum; acc (u, n, d_v)
     rescaled by 2^(m − m'); pos (n,) query positions; on a ``diagonal`` tile row i sees keys
     j0 + j ≤ pos[i] + offset; seen (u, n, bk) the mask when has_mask; bias (u, h, n/h, bk) in
-    natural units, added (times log₂e) to the keys a row may see first, when has_bias. Returns
-    whether some score of the tile was masked (its p is 0)."""
+    natural units, added (times log₂e) to the keys a row may see first, when has_bias. fixed:
+    every score is known to be small (no mask, bias or sinks; see ``blocked._Plan._quiet``),
+    so m stays 0: no max, no rescaling, p = 2^s. Returns whether some score of the tile was
+    masked (its p is 0)."""
     u, n, bk = s.shape
     lanes = np.empty(16, s.dtype)
     partial = has_mask
@@ -189,7 +197,9 @@ def tile(s, m, ell, acc, pos, j0, diagonal, offset, seen, has_mask, bias, has_bi
                 b_row = bias[a, i // per_head, i % per_head]
                 for j in range(hi):
                     row[j] += b_row[j] * log2e
-            if has_mask:
+            if fixed:
+                m_new, alpha, total = m[a, i], _like(m[a, i], 1.0), _exp2_row(row, hi, m[a, i])
+            elif has_mask:
                 m_new, alpha, total = _row_update(row, hi, sa[i], True, m[a, i], lanes)
             else:
                 m_new, alpha, total = _row_update(row, hi, sa[0], False, m[a, i], lanes)
