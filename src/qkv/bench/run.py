@@ -180,7 +180,7 @@ def render(report: dict, console) -> None:
         console.print(
             f"[bold]{n} thread{'s' * (n > 1)}[/] on CPU {where} (BLAS, OpenMP, torch, numba, "
             f"qkv told {n}) · NumPy float32 GEMM peak {gemm['gflops']:.1f} GFLOP/s "
-            f"(matmul {gemm['n']}³)"
+            f"(matmul {gemm['n']}³, best of 3)"
         )
         if run_.get("copy"):
             console.print(

@@ -3,7 +3,7 @@
 The blocked and fused kernels run (block_q query rows × block_k keys) tiles. Which size is
 fastest depends on the processor (its caches, its vector width, its BLAS kernel), so on first
 use with a problem big enough for tiles to matter, ``choice`` times every candidate on a
-fixed problem (H = 1, T = 2048, d = 64, float32, full and causal, one thread, CPU time so
+fixed problem (H = 1, T = 4096, d = 64, float32, full and causal, one thread, CPU time so
 that load from other processes counts little), keeps the fastest, and writes the result to
 
     $XDG_CACHE_HOME/qkv/tiles.json   (or ~/.cache/qkv/tiles.json)
@@ -53,10 +53,28 @@ class Tiles:
 
 
 DEFAULT = Tiles(256, 512)  # without measuring: 256 rows keep causal waste low, 512 keys fill L2
-CANDIDATES = tuple(Tiles(q, k) for q in (64, 128, 256, 512) for k in (256, 512, 1024, 2048))
+# (block_q, block_k): float32 score tiles of 128 KiB to 2 MiB, inside L2 to several times it
+CANDIDATES = tuple(
+    Tiles(q, k)
+    for q, k in (
+        (64, 1024),
+        (64, 2048),
+        (128, 256),
+        (128, 512),
+        (128, 1024),
+        (128, 2048),
+        (256, 256),
+        (256, 512),
+        (256, 1024),
+        (256, 2048),
+        (512, 256),
+        (512, 512),
+        (512, 1024),
+    )
+)
 MIN_SCORES = 1 << 22  # smaller calls take DEFAULT: tiles matter little and must not wait
-BUDGET_S = 6.0  # seconds of measuring at most, per kernel
-PROBLEM = {"heads": 1, "T": 2048, "d": 64}
+BUDGET_S = 4.0  # seconds of measuring at most, per kernel (on an idle machine ~3)
+PROBLEM = {"heads": 1, "T": 4096, "d": 64}
 OFF = ("off", "0", "no", "false")
 ON = ("on", "1", "yes", "true", "")
 
