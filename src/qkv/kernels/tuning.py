@@ -8,11 +8,11 @@ that load from other processes counts little), keeps the fastest, and writes the
 
     $XDG_CACHE_HOME/qkv/tiles.json   (or ~/.cache/qkv/tiles.json)
 
-keyed by the processor (``kernels/processor.py``: model, signature, core count) and the NumPy
-and numba versions. A file that cannot be read, does not parse, or was written for another
-processor or other versions is rejected and measured again. Measuring takes a few seconds:
-candidates that lose the first round by far are dropped (successive halving) and the whole
-search stops at ``BUDGET_S``.
+keyed by the processor (``kernels/processor.py``: model, signature, core count), the NumPy
+and numba versions and the tuning problem. A file that cannot be read, does not parse, or was
+written for another processor, other versions or another problem is rejected and measured
+again. Measuring takes a few seconds: every candidate runs once, the fastest quarter twice
+more (the best of its runs counts), and the search stops at ``BUDGET_S``.
 
 ``QKV_TUNE=off`` (the test suite sets it) skips all this and uses ``DEFAULT``; ``forced``
 imposes tiles for a block of code (the contract suite runs under several); ``reset`` deletes
@@ -185,7 +185,7 @@ def reset() -> None:
 def measure(run, candidates, *, budget_s: float, rounds: int = 3, **problem) -> list:
     """[(Tiles, seconds)] fastest first: CPU seconds of one full and one causal attention of
     ``run`` (q, k, v, causal=, scale=, workers=1, block_q=, block_k=) on the tuning problem,
-    the best of up to ``rounds`` rounds; after the first round only the faster half stays."""
+    the best of up to ``rounds`` rounds; after the first round only the fastest quarter stays."""
     size = {**PROBLEM, **problem}
     rng = np.random.default_rng(0)
     q, k, v = (
@@ -227,6 +227,7 @@ def _key() -> dict:
         numba_version = None
     return {
         "format": FORMAT,
+        "problem": problem_text(),  # measured on another problem: measured again
         "processor": processor.current().key,
         "numpy": np.__version__,
         "numba": numba_version,
