@@ -222,18 +222,18 @@ class _Plan:
         return (h1 - h0) * (i1 - i0) * sum(j1 - j0 for j0, j1, _ in self.key_blocks(i0, i1))
 
     def key_blocks(self, i0, i1):
-        """Key ranges (j0, j1, diagonal) for query rows i0..i1-1. Keys no row sees are left out;
-        with a causal mask, keys every row sees come in plain blocks and the few that only some
-        rows see (the diagonal, at most bq wide) in blocks of their own, the only ones masked."""
+        """Key ranges (j0, j1, diagonal) for query rows i0..i1-1, bk keys each from key 0. Keys
+        no row sees are left out; with a causal mask, a block that holds keys only some rows
+        see (the diagonal, at most bq wide) is marked: the only kind that is masked, and the
+        keys every row sees before it share its tile instead of making a short one."""
         S, bk = self.S, self.bk
         if self.offset is None:
             return [(j0, min(j0 + bk, S), False) for j0 in range(0, S, bk)]
         j_end = min(S, max(0, i1 + self.offset))  # past the last key any row sees
-        # keys below j_full: every row sees. One row sees all its keys; for more, the diagonal
-        # block starts at the first row's last key, on a multiple of bq (no 1-key fragments)
+        # keys below j_full: every row sees (one row sees all the keys it sees)
         j_full = j_end if i1 - i0 == 1 else min(j_end, max(0, i0 + self.offset))
-        return [(j0, min(j0 + bk, j_full), False) for j0 in range(0, j_full, bk)] + [
-            (j0, min(j0 + bk, j_end), True) for j0 in range(j_full, j_end, bk)
+        return [
+            (j0, min(j0 + bk, j_end), min(j0 + bk, j_end) > j_full) for j0 in range(0, j_end, bk)
         ]
 
     def start(self, q_u, rows, sink_u=None):
