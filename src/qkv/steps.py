@@ -150,8 +150,12 @@ def temper(scaled, tau: float):
 
 def softcap(s, cap: float):
     """capped = cap · tanh(s / cap): logits squashed smoothly into (−cap, cap) (Gemma 2's
-    soft-capping); close to s where |s| ≪ cap. Shape unchanged."""
+    soft-capping); close to s where |s| ≪ cap. Shape unchanged. A tiny cap makes s / cap
+    overflow to ±inf, whose tanh is ±1: the limit, computed without a warning."""
     xp = namespace(s)
+    if isinstance(s, np.ndarray):
+        with np.errstate(over="ignore"):
+            return cap * np.tanh(s / cap)
     return cap * xp.tanh(s / cap)
 
 
