@@ -1,6 +1,7 @@
 """``qkv bench`` as CI runs it: a --quick smoke run; no timing is asserted."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -8,38 +9,58 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from qkv.bench import pinned
 from qkv.bench.peers import PEERS, TORCH_PEERS, Config, float64_reference, inputs
 from qkv.cli.bench import bench
+from qkv.kernels import processor, tuning
+from qkv.kernels.threads import default_workers
 
 
-def test_quick_json_reports_every_config_and_peer():
+def test_quick_json_reports_every_config_and_peer_at_each_thread_count():
     result = CliRunner().invoke(bench, ["--quick", "--json"])
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
-    assert report["gemm"]["gflops"] > 0
-    kinds = [(c["config"]["causal"], c["config"]["decode"]) for c in report["configs"]]
-    assert kinds == [(False, False), (True, False), (False, True)]
-    for entry in report["configs"]:
-        assert "memory_error" not in entry
-        peers = [row["peer"] for row in entry["results"]]
-        assert peers == list(PEERS) or peers == [p for p in PEERS if p not in TORCH_PEERS]
-        for row in entry["results"]:
-            assert row["median_s"] > 0 and row["gflops"] > 0
-            assert row["max_abs_err"] < 1e-5, row  # float32 against float64
-            assert isinstance(row["peak_extra_bytes"], int) and row["peak_extra_bytes"] >= 0
-            if entry["config"]["decode"]:  # memory speed against the copy bandwidth
-                assert row["kv_gb_per_s"] > 0 and row["pct_copy"] > 0
-                assert row["kv_gb_per_s"] == pytest.approx(
-                    2 * 2 * 256 * 32 * 4 / row["median_s"] / 1e9
+    cpus = sorted(os.sched_getaffinity(0))
+    assert [r["threads"] for r in report["runs"]] == sorted({1, len(cpus)})
+    for run in report["runs"]:
+        assert run["cpus"] == cpus[: run["threads"]]  # pinned to the first n usable CPUs
+        assert run["gemm"]["gflops"] > 0 and run["copy"]["gb_per_s"] > 0
+        kinds = [(c["config"]["causal"], c["config"]["decode"]) for c in run["configs"]]
+        assert kinds == [(False, False), (True, False), (False, True)]
+        last = run is report["runs"][-1]  # peak memory: measured at the largest count only
+        for entry in run["configs"]:
+            assert "memory_error" not in entry
+            peers = [row["peer"] for row in entry["results"]]
+            assert peers == list(PEERS) or peers == [p for p in PEERS if p not in TORCH_PEERS]
+            sdpa = {r["peer"]: r["median_s"] for r in entry["results"]}.get("torch sdpa")
+            for row in entry["results"]:
+                assert row["median_s"] > 0 and row["gflops"] > 0
+                assert row["max_abs_err"] < 1e-5, row  # float32 against float64
+                flops = entry["config"]["flops"]
+                assert row["pct_peak"] == pytest.approx(
+                    100 * flops / row["median_s"] / 1e9 / run["gemm"]["gflops"]
                 )
-    assert report["copy"]["gb_per_s"] > 0
-    machine = report["machine"]  # the header's facts: BLAS, its kernel, threads
+                if sdpa is not None:  # the ratio to SDPA in the same run
+                    assert row["vs_sdpa"] == pytest.approx(sdpa / row["median_s"])
+                if last:
+                    assert isinstance(row["peak_extra_bytes"], int)
+                    assert row["peak_extra_bytes"] >= 0
+                else:
+                    assert "peak_extra_bytes" not in row
+                if entry["config"]["decode"]:  # memory speed against the copy bandwidth
+                    assert row["kv_gb_per_s"] > 0 and row["pct_copy"] > 0
+                    assert row["kv_gb_per_s"] == pytest.approx(
+                        2 * 2 * 256 * 32 * 4 / row["median_s"] / 1e9
+                    )
+    machine = report["machine"]  # the header's facts: processor, BLAS, its kernel
+    assert machine["processor"]["cores"] == os.cpu_count()
+    assert machine["processor"]["vector_bits"] in (0, 128, 256, 512)
     blas = [lib for lib in machine["blas"] if lib["user_api"] == "blas"]
     assert blas and all(lib["num_threads"] >= 1 and "architecture" in lib for lib in blas)
     assert "OPENBLAS_CORETYPE" in machine["env"]
 
 
-def test_table_header_names_blas_kernel_and_threads():
+def test_table_header_names_processor_blas_kernel_and_threads():
     args = [
         "--T",
         "64",
@@ -56,11 +77,39 @@ def test_table_header_names_blas_kernel_and_threads():
         "--no-memory",
         "--gemm-size",
         "64",
+        "--threads",
+        "1",
     ]
     result = CliRunner().invoke(bench, args)
     assert result.exit_code == 0, result.output
-    assert "blas: " in result.output and " threads (" in result.output
+    assert processor.current().model in result.output and "blas: " in result.output
+    assert "1 thread on CPU " in result.output and "2 threads" not in result.output
     assert "copy bandwidth" in result.output and "K,V GB/s" in result.output
+
+
+def test_pinned_tells_every_library_the_same_count_and_restores_it():
+    torch = pytest.importorskip("torch")
+    from threadpoolctl import threadpool_info
+
+    before = (os.sched_getaffinity(0), torch.get_num_threads())
+    cpus = sorted(before[0])
+    with pinned.pinned(1) as where:
+        assert where == cpus[:1] and os.sched_getaffinity(0) == {cpus[0]}
+        assert torch.get_num_threads() == 1
+        assert {lib["num_threads"] for lib in threadpool_info()} == {1}
+        assert default_workers() == 1  # qkv's kernels start one worker
+    assert (os.sched_getaffinity(0), torch.get_num_threads()) == before
+
+
+@pytest.mark.parametrize("spec", ["0", "x", "1,99", ",", "1.5"])
+def test_bad_thread_counts_are_named(spec):
+    result = CliRunner().invoke(bench, ["--threads", spec])
+    assert result.exit_code == 2 and "--threads: expected counts from 1 to" in result.output
+
+
+def test_thread_counts_all_and_duplicates():
+    top = len(os.sched_getaffinity(0))
+    assert pinned.counts("1,all") == sorted({1, top}) and pinned.counts("all,1,all")[0] == top
 
 
 def _without(module: str, code: str) -> subprocess.CompletedProcess:
@@ -169,6 +218,8 @@ def test_table_output_and_skipping_by_memory():
         "--no-memory",
         "--gemm-size",
         "256",
+        "--threads",
+        "1",
     ]
     result = CliRunner().invoke(bench, args)
     assert result.exit_code == 0, result.output
@@ -200,3 +251,33 @@ def test_error_reference_rows_match_a_full_float64_einsum():
     w = np.exp(s - s.max(-1, keepdims=True))
     full = np.einsum("hls,hsd->hld", w / w.sum(-1, keepdims=True), v)
     np.testing.assert_allclose(float64_reference(cfg, *inputs(cfg)), full, atol=1e-12)
+
+
+def test_tune_with_tuning_off_shows_the_built_in_tiles():
+    result = CliRunner().invoke(bench, ["--tune"])
+    assert result.exit_code == 0, result.output
+    assert "tuning off (QKV_TUNE=off)" in result.output
+    assert f"= {tuning.DEFAULT} (default (QKV_TUNE=off))" in result.output.replace("\n", " ")
+
+
+def test_tune_measures_once_then_reads_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("QKV_TUNE", "on")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(tuning, "PROBLEM", {"heads": 1, "T": 96, "d": 8})
+    monkeypatch.setattr(tuning, "CANDIDATES", (tuning.Tiles(16, 32), tuning.DEFAULT))
+    tuning.reset()
+    try:
+        first = json.loads(CliRunner().invoke(bench, ["--retune", "--json"]).stdout)
+        tuning.forget()  # as a new process would: the file is read
+        again = json.loads(CliRunner().invoke(bench, ["--tune", "--json"]).stdout)
+    finally:
+        tuning.reset()
+    assert first["cache"] == str(tmp_path / "qkv" / "tiles.json")
+    assert [k["source"] for k in first["kernels"]] == ["measured now"] * len(first["kernels"])
+    assert [k["source"] for k in again["kernels"]] == ["cache"] * len(first["kernels"])
+    assert [k["tiles"] for k in again["kernels"]] == [k["tiles"] for k in first["kernels"]]
+    for k in first["kernels"]:
+        sizes = [(row["block_q"], row["block_k"]) for row in k["table"]]
+        assert sorted(sizes) == [(16, 32), (256, 512)]
+        assert (k["tiles"]["block_q"], k["tiles"]["block_k"]) == sizes[0]  # the fastest
+        assert k["table"][0]["cpu_s"] <= k["table"][1]["cpu_s"]

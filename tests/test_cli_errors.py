@@ -46,6 +46,15 @@ BAD = {
         ),
         (["--text", "hi", "--tau", "1.1=0"], "--tau"),
     ],
+    "attribute": [
+        (
+            ["--model", "/nonexistent-qkv-dir", "--text", "hi", "--target", "x"],
+            "a local transformers model directory",
+        ),
+        (["--text", " ", "--target", "x"], "--text must contain at least one non-space"),
+        (["--text", "hi", "--target", "x", "--png", ""], "expected a file path"),
+        (["--text", "hi", "--target", "x", "--top", "0"], "'--top'"),
+    ],
     "dims": [(["--d-model", "7", "--n-heads", "2"], "divisible by n_heads")],
     "presets": [(["--format", "nope"], "'nope' is not one of")],
     "softmax": [(["nan"], "finite"), (["1", "-t", "-1"], "--temperature")],

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import qkv
-from qkv.kernels import dispatch
+from qkv.kernels import dispatch, tuning
 
 try:
     import torch
@@ -25,11 +25,27 @@ except ImportError:  # the NumPy half of the contract runs without torch
 NEEDS_TORCH = pytest.mark.skipif(
     torch is None, reason="torch is not installed: pip install 'qkv[torch]'"
 )
-BACKENDS = [
-    pytest.param(b, marks=NEEDS_TORCH) if b == "torch" else b
-    for b in dispatch.BACKENDS
-    if b != "auto"
+BACKENDS = [b for b in dispatch.BACKENDS if b != "auto"]
+# The tile kernels run every test again under tiles much smaller than the inputs, so each case
+# crosses tile edges and the causal diagonal: whatever tiles the tuner picks on a machine
+# (kernels/tuning.py), the answer is the contract's.
+FORCED_TILES = [tuning.Tiles(2, 3), tuning.Tiles(5, 2)]
+RUNS = [
+    pytest.param((b, None), id=b, marks=NEEDS_TORCH if b == "torch" else ()) for b in BACKENDS
+] + [
+    pytest.param((b, tiles), id=f"{b}-tiles{tiles.block_q}x{tiles.block_k}")
+    for tiles in FORCED_TILES
+    for b in ("blocked", "fused")
+    if b in BACKENDS
 ]
+
+
+@pytest.fixture
+def backend(request):
+    """The backend's name, with its tiles forced for the test when the run names some."""
+    name, tiles = request.param
+    with tuning.forced(tiles):
+        yield name
 
 
 def oracle(
@@ -541,7 +557,7 @@ def _tolerance(dtype, v):
     return rtol, atol * scale
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", RUNS, indirect=True)
 @pytest.mark.parametrize("case", [c.param for c in CASES])
 def test_every_backend_keeps_the_contract(case, backend):
     kwargs = case.make(np.random.default_rng(7))
@@ -570,7 +586,7 @@ def test_every_backend_keeps_the_contract(case, backend):
     np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, equal_nan=True)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", RUNS, indirect=True)
 def test_masked_garbage_gives_what_deleting_the_keys_gives(backend):
     a = _masked_garbage(np.random.default_rng(3))
     keep = [0, 2, 4]
@@ -579,7 +595,7 @@ def test_masked_garbage_gives_what_deleting_the_keys_gives(backend):
     np.testing.assert_allclose(out, deleted, rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", RUNS, indirect=True)
 def test_weights_of_a_nan_row_and_a_dead_row(backend):
     a = _all_neg_inf(np.random.default_rng(5))
     out = qkv.attention(**a, backend=backend)
@@ -588,7 +604,7 @@ def test_weights_of_a_nan_row_and_a_dead_row(backend):
     assert np.isnan(w[[0, 2]]).all() and (w[1] == 0).all()
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", RUNS, indirect=True)
 @pytest.mark.parametrize(
     "steps", [{"bias": True, "sinks": True}, {"softcap": 1.5, "bias": True, "sinks": True}]
 )

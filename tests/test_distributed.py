@@ -134,7 +134,8 @@ def _running(pid: int) -> bool:
     [(True, 1.0), (False, 1.0), (True, 0.1)],
     ids=["terminal Ctrl-C", "parent only", "terminal Ctrl-C while the ranks import"],
 )
-def test_ctrl_c_stops_the_parent_and_every_rank_within_5_s(to_group, after_s):
+def test_ctrl_c_stops_the_parent_and_every_rank(to_group, after_s):
+    # a hang is what this catches; the bound is loose so a loaded machine does not fail it
     code = "import sys\nfrom qkv.cli import main\nmain(sys.argv[1:], prog_name='qkv')\n"
     parent = subprocess.Popen(
         [sys.executable, "-c", code, "ring", "-n", "2", "--T", "80000"],
@@ -153,8 +154,8 @@ def test_ctrl_c_stops_the_parent_and_every_rank_within_5_s(to_group, after_s):
             os.killpg(parent.pid, signal.SIGINT)
         else:
             parent.send_signal(signal.SIGINT)
-        stopped = time.monotonic() + 5
-        parent.wait(timeout=5)
+        stopped = time.monotonic() + 30
+        parent.wait(timeout=30)
         while any(map(_running, ranks)) and time.monotonic() < stopped:
             time.sleep(0.05)
         assert not any(map(_running, ranks)), ranks

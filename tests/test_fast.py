@@ -142,7 +142,8 @@ def test_unshifted_and_shifted_tiles_both_match(dtype, shifted):
     mask = rng.random((90, 130)) < 0.8
     mask[7] = False
     qs = (q[0] / np.sqrt(32))[None]
-    bound = fast._Plan._score_bound(qs.astype(np.float32), k[:1].astype(np.float32))
+    norm = fast._key_norms(k[:1].astype(np.float32))  # (1,): the unit's largest |k_j|
+    bound = float(np.sqrt((qs.astype(np.float32) ** 2).sum(-1).max()) * norm[0])
     assert (bound > fast.QUIET[np.dtype(dtype).type]) == shifted
     truth = reference(*(a.astype(np.float64) for a in (q, k, v)), mask=mask, causal=True)
     got = blocked(q, k, v, mask=mask, causal="bottom-right", block_q=32, block_k=40)

@@ -32,6 +32,7 @@ SHAPES = [  # (H, G, L, S, d): odd sizes, one query (decoding), no keys, grouped
     (4, 1, 5, 9, 8),
     (2, 2, 7, 0, 8),
     (12, 12, 1, 1000, 64),
+    (8, 2, 1, 4500, 16),  # decoding against a long cache: BLAS in two key blocks, 4 rows each
 ]
 
 
@@ -75,13 +76,17 @@ def test_masked_keys_never_leak_whatever_k_and_v_hold(rng, L):
     assert np.isnan(got[:, 150:]).all()  # rows that see it: NaN
 
 
-@pytest.mark.parametrize("L", [1, 64])
-def test_nan_in_a_visible_input_gives_nan(rng, L):
-    q, k, v = problem(rng, 2, 2, L, 90, 8)
+@pytest.mark.parametrize("L, S", [(1, 90), (64, 90), (1, 700)])  # the loop, tiles, BLAS decode
+def test_nan_in_a_visible_input_gives_nan(rng, L, S):
+    q, k, v = problem(rng, 2, 2, L, S, 8)
     q[0, -1, 3] = np.nan
     got = qkv.attention(q, k, v, backend="fused")
     assert np.isnan(got[0, -1]).all() and not np.isnan(np.delete(got[0], -1, axis=0)).any()
     assert not np.isnan(got[1]).any()
+    v[1, S // 2, 0] = np.inf  # a visible value: that column of the row is not finite
+    got = qkv.attention(q, k, v, backend="fused")
+    want = reference(q, k, v)
+    assert np.array_equal(np.isfinite(got), np.isfinite(want)) and not np.isfinite(got[1]).all()
 
 
 @pytest.mark.parametrize("L", [1, 40])

@@ -215,7 +215,8 @@ def time_peers(
 
 
 def gemm_peak(n: int = 4096, repeats: int = 3) -> float:
-    """GFLOP/s of NumPy float32 matmul at n³ (the machine's practical peak), median of repeats."""
+    """GFLOP/s of NumPy float32 matmul at n³ (the machine's practical peak), the best of
+    repeats: other work on the machine only ever slows a run down."""
     rng = np.random.default_rng(0)
     a, b = (rng.standard_normal((n, n), dtype=np.float32) for _ in range(2))
     out = np.empty((n, n), dtype=np.float32)
@@ -225,7 +226,7 @@ def gemm_peak(n: int = 4096, repeats: int = 3) -> float:
         t0 = time.perf_counter()
         np.matmul(a, b, out=out)
         times.append(time.perf_counter() - t0)
-    return 2.0 * n**3 / statistics.median(times) / 1e9
+    return 2.0 * n**3 / min(times) / 1e9
 
 
 def copy_bandwidth(n_bytes: int = 1 << 28, repeats: int = 5) -> float:
@@ -246,13 +247,16 @@ def copy_bandwidth(n_bytes: int = 1 << 28, repeats: int = 5) -> float:
 # ---- peak extra memory, in a fresh process per configuration ---------------------------------
 
 
-def measure_memory(jobs: list[tuple[Config, list[str]]], timeout: float = 900.0) -> list[dict]:
+def measure_memory(
+    jobs: list[tuple[Config, list[str]]], *, threads: int | None = None, timeout: float = 900.0
+) -> list[dict]:
     """Peak extra resident memory (bytes) of one run of each peer, for each configuration,
     measured in one child process (so this process's caches and warm-ups do not count).
 
     For each configuration the child makes fresh inputs; for each peer it resets the kernel's
     high-water mark (/proc/self/clear_refs), runs the peer once and reports VmHWM minus the
-    resident size just before the run.
+    resident size just before the run. ``threads``: the BLAS and OpenMP thread count the child
+    is told (it inherits this process's CPU affinity).
     """
     payload = json.dumps([[asdict(cfg), peers] for cfg, peers in jobs])
     code = f"from qkv.bench.peers import _child; _child({payload!r})"
@@ -260,6 +264,8 @@ def measure_memory(jobs: list[tuple[Config, list[str]]], timeout: float = 900.0)
         # a fixed mmap threshold: every large block is mapped on allocation and unmapped on
         # free, so a peer cannot reuse pages an earlier peer left in the heap unseen
         env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
+        if threads is not None:
+            env |= {k: str(threads) for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
         done = subprocess.run(
             [sys.executable, "-c", code],
             capture_output=True,

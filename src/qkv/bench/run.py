@@ -1,10 +1,14 @@
 """The benchmark behind ``qkv bench``: exact attention side by side with its peers here.
 
-For each configuration every peer (``qkv.bench.peers.PEERS``) runs on the same float32 inputs
-in this process: a warm-up, then repeats interleaved across peers; the median is reported with
-GFLOP/s (4·L·T·d per head, half for causal prefill), % of NumPy's float32 GEMM peak, throughput
-relative to torch SDPA, peak extra memory (one child process per configuration) and the largest
-error against a float64 reference (on up to 64 query rows per head).
+The whole benchmark runs once per thread count (by default one core, then every core), with
+every library pinned to that many cores and told that many threads (``bench/pinned.py``). For
+each configuration every peer (``qkv.bench.peers.PEERS``) runs on the same float32 inputs in
+this process: a warm-up, then repeats interleaved across peers; the median is reported with
+GFLOP/s (4·L·T·d per head, half for causal prefill), % of NumPy's float32 GEMM peak at the same
+thread count, throughput relative to torch SDPA in the same run, peak extra memory (one child
+process per configuration, at the largest thread count) and the largest error against a
+float64 reference (on up to 64 query rows per head). The header names the processor
+(``kernels/processor.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import numpy as np
 
 from qkv.bench import peers as peers_
 from qkv.bench.peers import have_torch
+from qkv.bench.pinned import pinned
+from qkv.kernels import processor
 
 QUICK = {
     "T": [256],
@@ -31,6 +37,7 @@ def run(
     configs,
     chosen,
     *,
+    threads,
     min_time,
     max_memory,
     memory,
@@ -40,12 +47,14 @@ def run(
     skipped=None,
     copy_bytes=1 << 28,
 ) -> dict:
-    """Measure every configuration; return the report (as ``--json`` prints it)."""
+    """Measure every configuration at each thread count of ``threads``, every library pinned
+    to that many cores (``bench/pinned.py``); return the report (as ``--json`` prints it).
+    Peak memory is measured once, at the largest thread count."""
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     err = Console(stderr=True)
-    steps = 1 + sum(2 * len(chosen) + memory for _ in configs)
+    steps = sum(1 + 2 * len(chosen) * len(configs) for _ in threads) + memory * len(configs)
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -54,44 +63,57 @@ def run(
         transient=True,
         disable=not show_progress,
     )
-    results, jobs = [], []
+    runs = []
     with progress:
         task = progress.add_task("GEMM peak", total=steps)
-        peak = peers_.gemm_peak(gemm_n)
-        copy = peers_.copy_bandwidth(copy_bytes) if any(c.decode for c in configs) else None
-        progress.advance(task)
-        for cfg in configs:
-            progress.update(task, description=cfg.label)
-            entry, ran = _measure(
-                cfg,
-                chosen,
-                peak,
-                copy,
-                min_time,
-                max_memory,
-                settle,
-                lambda: progress.advance(task),
-            )
-            results.append(entry)
-            jobs.append((cfg, ran))
-        if memory:
-            progress.update(task, description="peak memory (child process)")
-            for entry, (_, ran), mem in zip(
-                results, jobs, peers_.measure_memory(jobs), strict=False
-            ):
-                for row in entry["results"]:
-                    if row["peer"] in ran:
-                        row["peak_extra_bytes"] = mem.get(row["peer"])
-                if "error" in mem:
-                    entry["memory_error"] = mem["error"]
+        for n in threads:
+            with pinned(n) as cpus:
+                progress.update(task, description=f"{n} thread(s): GEMM peak")
+                peak = peers_.gemm_peak(gemm_n)
+                decode = any(c.decode for c in configs)
+                copy = peers_.copy_bandwidth(copy_bytes) if decode else None
                 progress.advance(task)
-    return {
-        "machine": machine(),
-        "gemm": {"n": gemm_n, "gflops": peak},
-        "copy": None if copy is None else {"bytes": copy_bytes, "gb_per_s": copy},
-        "skipped_peers": dict(skipped or {}),
-        "configs": results,
-    }
+                results, jobs = [], []
+                for cfg in configs:
+                    progress.update(task, description=f"{n} thread(s): {cfg.label}")
+                    entry, ran = _measure(
+                        cfg,
+                        chosen,
+                        peak,
+                        copy,
+                        min_time,
+                        max_memory,
+                        settle,
+                        lambda: progress.advance(task),
+                    )
+                    results.append(entry)
+                    jobs.append((cfg, ran))
+                if memory and n == max(threads):
+                    progress.update(task, description="peak memory (child process)")
+                    _add_memory(results, jobs, n, lambda: progress.advance(task))
+            runs.append(
+                {
+                    "threads": n,
+                    "cpus": cpus,
+                    "gemm": {"n": gemm_n, "gflops": peak},
+                    "copy": None if copy is None else {"bytes": copy_bytes, "gb_per_s": copy},
+                    "configs": results,
+                }
+            )
+    return {"machine": machine(), "skipped_peers": dict(skipped or {}), "runs": runs}
+
+
+def _add_memory(results, jobs, threads, step) -> None:
+    """Each peer's peak extra memory (``peers.measure_memory``) into its row."""
+    for entry, (_, ran), mem in zip(
+        results, jobs, peers_.measure_memory(jobs, threads=threads), strict=False
+    ):
+        for row in entry["results"]:
+            if row["peer"] in ran:
+                row["peak_extra_bytes"] = mem.get(row["peer"])
+        if "error" in mem:
+            entry["memory_error"] = mem["error"]
+        step()
 
 
 def _measure(cfg, chosen, peak, copy, min_time, max_memory, settle, step) -> tuple[dict, list]:
@@ -126,22 +148,19 @@ def _measure(cfg, chosen, peak, copy, min_time, max_memory, settle, step) -> tup
 
 
 def header(machine_: dict) -> list[str]:
-    """Lines naming the machine: CPU, BLAS library, the kernel it runs, thread counts."""
+    """Lines naming the machine: processor, libraries, BLAS and the kernel it runs."""
     lines = [
-        f"{machine_['cpu']} · Python {machine_['python']} · NumPy {machine_['numpy']}"
-        + (
-            f" · torch {machine_['torch']} ({machine_['torch_threads']} threads)"
-            if "torch" in machine_
-            else " · torch not installed"
-        )
-        + (f" · numba {machine_['numba']}" if "numba" in machine_ else "")
+        machine_["cpu"],
+        f"Python {machine_['python']} · NumPy {machine_['numpy']}"
+        + (f" · torch {machine_['torch']}" if "torch" in machine_ else " · torch not installed")
+        + (f" · numba {machine_['numba']}" if "numba" in machine_ else ""),
     ]
     for lib in machine_.get("blas", []):
         kernel = f", kernel {lib['architecture']}" if lib.get("architecture") else ""
         where = lib["filepath"].rsplit("/", 1)[-1] if lib.get("filepath") else "?"
         lines.append(
             f"{lib.get('user_api', 'blas')}: {lib['internal_api']} {lib['version'] or ''}"
-            f"{kernel}, {lib['num_threads']} threads ({where})"
+            f"{kernel} ({where})"
         )
     pins = {k: v for k, v in machine_.get("env", {}).items() if v is not None}
     if pins:
@@ -150,25 +169,47 @@ def header(machine_: dict) -> list[str]:
 
 
 def render(report: dict, console) -> None:
-    """The report as a rich table: one section per configuration, one row per peer."""
-    gemm = report["gemm"]
-    console.print("[bold]qkv bench[/] · " + "\n".join(header(report["machine"])))
-    line = f"NumPy float32 GEMM peak {gemm['gflops']:.1f} GFLOP/s (matmul {gemm['n']}³)"
-    if report.get("copy"):
-        line += (
-            f" · copy bandwidth {report['copy']['gb_per_s']:.1f} GB/s (np.copyto of "
-            f"{_mib(report['copy']['bytes'])}, read + write)"
-        )
-    console.print(line)
+    """The report as rich tables: one per thread count, one section per configuration, one
+    row per peer."""
     from rich.markup import escape
+
+    console.print("[bold]qkv bench[/] · " + "\n".join(header(report["machine"])))
+    for run_ in report["runs"]:
+        n, gemm = run_["threads"], run_["gemm"]
+        where = ",".join(map(str, run_["cpus"]))
+        console.print(
+            f"[bold]{n} thread{'s' * (n > 1)}[/] on CPU {where} (BLAS, OpenMP, torch, numba, "
+            f"qkv told {n}) · NumPy float32 GEMM peak {gemm['gflops']:.1f} GFLOP/s "
+            f"(matmul {gemm['n']}³, best of 3)"
+        )
+        if run_.get("copy"):
+            console.print(
+                f"copy bandwidth {run_['copy']['gb_per_s']:.1f} GB/s (np.copyto of "
+                f"{_mib(run_['copy']['bytes'])}, read + write)"
+            )
+        console.print(_table(run_["configs"]))
+    for peer, why in report.get("skipped_peers", {}).items():
+        console.print(f"[yellow]skipped {peer}[/]: {escape(why)}")  # why holds [extras]
+    console.print(
+        "[dim]median of repeats after a warm-up · GFLOP/s counts 4·L·T·d per head "
+        "(half for causal) · % peak: of the GEMM peak at the same thread count · × sdpa: "
+        "torch SDPA's time / this peer's time in the same run (above 1 is faster) · K,V GB/s: "
+        "bytes of K and V (read once per decoding step) / time · peak extra: resident memory "
+        "above the inputs during one run, measured in a child process at the largest thread "
+        "count · max |err|: against float64[/]"
+    )
+
+
+def _table(configs):
+    """One rich table: a section per configuration, a row per peer."""
     from rich.table import Table
 
-    decode = any(e["config"]["decode"] for e in report["configs"])
+    decode = any(e["config"]["decode"] for e in configs)
     table = Table()
     cols = ["peer", "median", "GFLOP/s", "% peak", "× sdpa"] + ["K,V GB/s", "% copy"] * decode
     for name in cols + ["peak extra", "max |err|"]:
         table.add_column(name, justify="left" if name == "peer" else "right", no_wrap=True)
-    for entry in report["configs"]:
+    for entry in configs:
         table.add_row(f"[bold]{entry['config']['label']}[/]")
         for row in entry["results"]:
             if "skipped" in row:
@@ -201,16 +242,7 @@ def render(report: dict, console) -> None:
                 f"{row['max_abs_err']:.1e}",
             )
         table.add_section()
-    console.print(table)
-    for peer, why in report.get("skipped_peers", {}).items():
-        console.print(f"[yellow]skipped {peer}[/]: {escape(why)}")  # why holds [extras]
-    console.print(
-        "[dim]median of repeats after a warm-up · GFLOP/s counts 4·L·T·d per head "
-        "(half for causal) · × sdpa: torch SDPA's time / this peer's time (above 1 is "
-        "faster) · K,V GB/s: bytes of K and V (read once per decoding step) / time · "
-        "peak extra: resident memory above the inputs during one run, "
-        "measured in a child process · max |err|: against float64[/]"
-    )
+    return table
 
 
 def _ms(seconds: float) -> str:
@@ -227,17 +259,18 @@ def machine() -> dict:
     import os
 
     torch_ok = have_torch()  # imported first, so its OpenMP library is listed below
+    cpu = processor.current()
     info = {
-        "cpu": platform.processor() or platform.machine(),
+        "cpu": cpu.describe(),
+        "processor": {
+            **cpu.key,
+            "vector": cpu.vector,
+            "vector_bits": cpu.vector_bits,
+            "caches": {name: {"bytes": b, "shared_by": n} for name, (b, n) in cpu.caches.items()},
+        },
         "python": platform.python_version(),
         "numpy": np.__version__,
     }
-    try:
-        with open("/proc/cpuinfo") as f:
-            names = [ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")]
-        info["cpu"] = f"{len(names)}× {names[0]}" if names else info["cpu"]
-    except OSError:
-        pass
     try:
         from threadpoolctl import threadpool_info
 
@@ -270,7 +303,6 @@ def machine() -> dict:
         import torch
 
         info["torch"] = torch.__version__
-        info["torch_threads"] = torch.get_num_threads()
     try:
         import numba
 

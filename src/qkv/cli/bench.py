@@ -7,6 +7,7 @@ import shutil
 
 import click
 
+from qkv.bench import pinned
 from qkv.bench.peers import PEERS, Config, unavailable
 from qkv.bench.run import QUICK, header, machine, render, run
 from qkv.cli.errors import CliError
@@ -102,6 +103,21 @@ def _sizes(_ctx, _param, value: str) -> list[int]:
     'attn_implementation="qkv" (untraced and inside qkv.hf.trace) and eager with '
     "output_attentions=True, on the same weights.",
 )
+@click.option(
+    "--threads",
+    "thread_spec",
+    default="1,all",
+    show_default=True,
+    help="Thread counts to measure at, comma-separated ('all': every core this process may "
+    "use); each run pins every library to that many cores.",
+)
+@click.option(
+    "--tune",
+    is_flag=True,
+    help="Instead: the tile sizes the kernels chose on this processor and why (measured on "
+    "first use, a few seconds, then kept in the user's cache).",
+)
+@click.option("--retune", is_flag=True, help="Like --tune, after forgetting the cached choice.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option(
     "--trace",
@@ -129,6 +145,9 @@ def bench(
     no_memory,
     model_name,
     hf,
+    thread_spec,
+    tune,
+    retune,
     as_json,
     trace_tokens,
 ):
@@ -141,12 +160,17 @@ def bench(
       qkv bench --T 4096 --json > bench.json
       qkv bench --model smollm2-135m          generation: tokens/s against transformers
       qkv bench --model smollm2-135m --hf     also transformers running qkv's attention
-    The header names the BLAS library, the kernel it runs and the thread counts. Figures
-    for a user's machine: unset OpenBLAS pins first (env -u OPENBLAS_CORETYPE -u
-    OPENBLAS_L2_SIZE qkv bench ...).
+      qkv bench --tune                        the tile sizes chosen here, and why
+    The header names the processor, the BLAS library and the kernel it runs. Figures for a
+    user's machine: unset OpenBLAS pins first (env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE
+    qkv bench ...).
     """
     if trace_tokens is not None:
         return _trace(trace_tokens, as_json)
+    if tune or retune:
+        from qkv.bench import tuned
+
+        return _show(tuned.report(retune=retune), tuned.render, as_json)
     if model_name is not None:
         return _model(model_name, quick, hf, as_json)
     if hf:
@@ -166,11 +190,16 @@ def bench(
     unknown = [p for p in chosen if p not in PEERS]
     if unknown:
         raise CliError(f"--peers: unknown peers {unknown}; expected some of {list(PEERS)}")
+    try:
+        threads = pinned.counts(thread_spec)
+    except ValueError as e:
+        raise CliError(str(e)) from None
     skipped = unavailable(chosen)
     chosen = [p for p in chosen if p not in skipped]
     report = run(
         configs,
         chosen,
+        threads=threads,
         min_time=min_time,
         max_memory=max_memory * 2**30,
         memory=not no_memory,

@@ -111,6 +111,7 @@ def patch(model_spec, text, ablate, mean, pin, tau, knockout, top_k, allow_pickl
 
     Heads are LAYER.HEAD (0-based, layers in the order the model runs them); LAYER alone
     means every head. KL is KL(before ‖ after) in nats: 0 when the edit changes nothing.
+    Tokens are the model's text with edge spaces shown as ␣ ("␣Mary" is " Mary").
 
     \b
     Examples:
@@ -149,9 +150,10 @@ def patch(model_spec, text, ablate, mean, pin, tau, knockout, top_k, allow_pickl
         )
         return
     from qkv.explain.format import Table, section
+    from qkv.explain.tokens import visible
 
     rows = tuple(
-        (str(i + 1), repr(b[0]), f"{b[1]:.4f}", repr(a[0]), f"{a[1]:.4f}")
+        (str(i + 1), visible(b[0]), f"{b[1]:.4f}", visible(a[0]), f"{a[1]:.4f}")
         for i, (b, a) in enumerate(zip(report.before, report.after, strict=False))
     )
     echo_sections(

@@ -152,6 +152,9 @@ def attention_forward(
         is_causal=is_causal,
     )
     active = session.current()
+    if active is not None:
+        active.see(module, p)
+        active = active if active.keeps_steps else None  # only watching: the kernels run it
     dropping = bool(dropout) and module.training
     fast = active is None or active.edits is None  # nothing to edit: a trace records lazily
     if fast and not dropping and not kwargs.get("output_attentions"):

@@ -133,7 +133,7 @@ def display_name(spec: str) -> str:
 
 
 class BundledTokenizer:
-    """A bundled model's tokenizer with the two calls qkv.hf's surfaces use."""
+    """A bundled model's tokenizer with the calls qkv.hf's surfaces use."""
 
     def __init__(self, own):
         self.own = own
@@ -141,7 +141,17 @@ class BundledTokenizer:
     def convert_ids_to_tokens(self, ids) -> list[str]:
         return self.own.tokenizer.labels(list(ids))
 
-    def __call__(self, text: str, return_tensors: str = "pt") -> dict:
-        ids, _ = self.own.encode(text)
+    def decode(self, ids, **_options) -> str:
+        """The text of ``ids`` (special tokens kept, as transformers' options ask here)."""
+        return self.own.tokenizer.decode([int(i) for i in ids])
+
+    def __call__(
+        self, text: str, return_tensors: str | None = "pt", add_special_tokens: bool = True
+    ) -> dict:
+        """``input_ids`` and ``attention_mask`` (1, L) tensors (lists when ``return_tensors``
+        is None); without special tokens the bare tokenizer's ids."""
+        ids = self.own.encode(text)[0] if add_special_tokens else self.own.tokenizer.encode(text)[0]
+        if return_tensors is None:
+            return {"input_ids": ids, "attention_mask": [1] * len(ids)}
         ids = torch.tensor([ids])
         return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}

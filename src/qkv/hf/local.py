@@ -14,6 +14,7 @@ import transformers
 
 from qkv.hf import loading
 from qkv.hf.session import attention_layers
+from qkv.hf.tokens import texts
 from qkv.hf.tracing import HFRun, trace
 from qkv.models import NAMES
 
@@ -61,7 +62,7 @@ class LocalModel:
                 f"text is {len(ids)} tokens long; {self.name} reads at most {limit} "
                 f"tokens: shorten the text"
             )
-        return ids, list(self.tokenizer.convert_ids_to_tokens(ids))
+        return ids, texts(self.tokenizer, ids)
 
     def weights_of_ids(self, ids) -> np.ndarray:
         """Every layer's weights for a batch of token ids (B, L): (B, n_layers, n_heads, L, L),

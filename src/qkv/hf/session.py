@@ -57,15 +57,29 @@ class Session:
     ``recorder(index, module, kept, settings)`` receives every layer's steps where they were
     computed (edits, ``output_attentions``, dropout), ``recorder.record(index, p)`` the checked
     problem of a layer that ran the fast kernels; ``edits`` is a
-    ``qkv.hf.interventions.Edits`` (or None).
+    ``qkv.hf.interventions.Edits`` (or None); ``watch(index, module, p)`` sees every layer's
+    checked problem before any step is computed. A session that only watches leaves the layers
+    to the kernels (no step is kept).
     """
 
-    def __init__(self, model, *, recorder=None, edits=None):
+    def __init__(self, model, *, recorder=None, edits=None, watch=None):
         self.model = model
         self.layers = attention_layers(model)
         self.index = {id(m): i for i, (_, m) in enumerate(self.layers)}
         self.recorder = recorder
         self.edits = edits
+        self.watch = watch
+
+    @property
+    def keeps_steps(self) -> bool:
+        """Whether a layer's steps are recorded or edited (else the kernels compute it)."""
+        return self.recorder is not None or self.edits is not None
+
+    def see(self, module, p) -> None:
+        """Show this layer's checked problem to the watcher, if any."""
+        index = self.index.get(id(module))
+        if self.watch is not None and index is not None:
+            self.watch(index, module, p)
 
     def layer_call(self, module, p, kept, settings):
         """Apply this layer's edits to its steps, record them; return (kept, settings)."""
@@ -94,10 +108,11 @@ class Session:
             _ACTIVE.reset(token)
 
 
-def joined(model, *, recorder=None, edits=None) -> Session:
-    """A session for ``model`` that keeps what an enclosing session records or edits."""
+def joined(model, *, recorder=None, edits=None, watch=None) -> Session:
+    """A session for ``model`` that keeps what an enclosing session records, edits or watches."""
     outer = current()
     if outer is not None and outer.model is model:
         recorder = recorder or outer.recorder
         edits = edits or outer.edits
-    return Session(model, recorder=recorder, edits=edits)
+        watch = watch or outer.watch
+    return Session(model, recorder=recorder, edits=edits, watch=watch)

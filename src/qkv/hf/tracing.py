@@ -25,6 +25,7 @@ import numpy as np
 
 from qkv import masks
 from qkv.hf import session as sessions
+from qkv.hf.tokens import texts
 from qkv.lazy import LazyTrace
 from qkv.models.result import ModelTrace
 from qkv.tiles import Source
@@ -148,12 +149,6 @@ class Recorder:
         return before, after
 
 
-def _labels(ids, tokenizer) -> list[str]:
-    if tokenizer is not None:
-        return [str(t) for t in tokenizer.convert_ids_to_tokens(ids)]
-    return [str(i) for i in ids]
-
-
 def _finish(run: HFRun, rec: Recorder, tokenizer) -> None:
     run.calls = rec.calls
     if not rec.calls:
@@ -168,7 +163,7 @@ def _finish(run: HFRun, rec: Recorder, tokenizer) -> None:
     for b in range(ids.shape[0]):
         keep = np.flatnonzero(mask[b] != 0)
         row = [int(t) for t in ids[b, keep]]
-        labels = _labels(row, tokenizer)
+        labels = texts(tokenizer, row)
         layers = {i: sequence(t, b, keep, labels, ids.shape[1]) for i, t in traces.items()}
         run.batch.append(ModelTrace(run.model, labels, row, layers, None))
     first = run.batch[0]

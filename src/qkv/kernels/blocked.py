@@ -35,12 +35,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from qkv.kernels import layout
+from qkv.kernels import layout, tuning
 from qkv.kernels.threads import default_workers, pool, single_threaded_blas
 from qkv.steps import head_groups
 
-BLOCK_Q = 256  # query rows per tile (measured: 128-512 within noise; 256 keeps causal waste low)
-BLOCK_K = 512  # keys per tile; a float32 tile is 512 KiB, the size of one core's L2 cache
 # |scores| below which exp(s) needs no shift: e^±60 and S·e^60 stay normal float32 numbers
 QUIET = {np.float32: 60.0, np.float64: 600.0}
 FIXED_MIN_ROWS = 16  # fewer rows (decoding): the key norms would cost as much as the tile
@@ -59,8 +57,8 @@ def blocked_attention(
     softcap=None,
     bias=None,
     sinks=None,
-    block_q=BLOCK_Q,
-    block_k=BLOCK_K,
+    block_q=None,
+    block_k=None,
     workers=None,
     plan=None,
 ):
@@ -73,11 +71,16 @@ def blocked_attention(
     None (cap(s) = cap·tanh(s/cap)). bias: floating, broadcastable to (..., H, L, S) (never
     copied whole: each tile reads its slice of the broadcast view), or None. sinks: one logit
     per query head, (H, 1, 1) or (1, 1), joining each row's denominator, or None. workers: threads
-    (default: one per CPU, or one for small problems). plan: the class that runs each tile
+    (default: one per CPU, or one for small problems). block_q, block_k: the tile (default: the
+    sizes measured fastest on this processor, ``kernels/tuning.py``). plan: the class that runs each tile
     (``_Plan`` by default; the fused kernel passes its own). Returns (..., [H,] L, d_v) in q's
     dtype, or None when a row that sees keys got no weight at all (every score it sees is −inf:
     an infinite input or an overflow), which the reference then decides.
     """
+    if block_q is None or block_k is None:  # measured on this processor (kernels/tuning.py)
+        scores = q.size // max(1, q.shape[-1]) * k.shape[-2]  # (..., H, L) · S
+        chosen = tuning.tiles("blocked", blocked_attention, scores)
+        block_q, block_k = block_q or chosen.block_q, block_k or chosen.block_k
     work, dtype = (np.float64 if q.dtype == np.float64 else np.float32), q.dtype
     if q.dtype != work:
         q, k, v = (a.astype(work) for a in (q, k, v))  # scores, softmax and sums in float32
@@ -112,6 +115,9 @@ def blocked_attention(
                 else np.broadcast_to(
                     layout.sink_grid(sinks, G, r, work), (*batch, G, r)
                 ),  # (..., G, r), a view
+                "k_norm": None
+                if bias is not None or sinks is not None or r * L < FIXED_MIN_ROWS
+                else _key_norms(np.broadcast_to(k4, (*batch, G, S, d_k))),  # (..., G)
                 "out": out,
             },
         )
@@ -133,7 +139,7 @@ def blocked_attention(
             d_v,
         )
         plan.softcap = softcap
-        names = ("q", "k", "v", "mask", "bias", "sinks", "out")
+        names = ("q", "k", "v", "mask", "bias", "sinks", "k_norm", "out")
         items = [(u0, u1, rows) for u0, u1 in plan.unit_chunks() for rows in plan.row_blocks()]
         items.sort(key=lambda item: -plan.cost(item[2]))  # longest first: no thread idles late
 
@@ -155,6 +161,13 @@ def blocked_attention(
     out = out.reshape(*batch, G * r, L, d_v)  # (..., H, L, d_v)
     out = out.reshape(out.shape[nd - max(q.ndim, k.ndim, v.ndim) :])  # drop the padding axes
     return out if out.dtype == dtype else out.astype(dtype)
+
+
+def _key_norms(k):
+    """(..., S, d) -> (...): the largest |k_j| of each unit (NaN if a key holds NaN)."""
+    if k.shape[-2] == 0:
+        return np.zeros(k.shape[:-2], k.dtype)
+    return np.sqrt(np.einsum("...sd,...sd->...s", k, k).max(axis=-1))
 
 
 class _NoWeight(Exception):
@@ -209,18 +222,18 @@ class _Plan:
         return (h1 - h0) * (i1 - i0) * sum(j1 - j0 for j0, j1, _ in self.key_blocks(i0, i1))
 
     def key_blocks(self, i0, i1):
-        """Key ranges (j0, j1, diagonal) for query rows i0..i1-1. Keys no row sees are left out;
-        with a causal mask, keys every row sees come in plain blocks and the few that only some
-        rows see (the diagonal, at most bq wide) in blocks of their own, the only ones masked."""
+        """Key ranges (j0, j1, diagonal) for query rows i0..i1-1, bk keys each from key 0. Keys
+        no row sees are left out; with a causal mask, a block that holds keys only some rows
+        see (the diagonal, at most bq wide) is marked: the only kind that is masked, and the
+        keys every row sees before it share its tile instead of making a short one."""
         S, bk = self.S, self.bk
         if self.offset is None:
             return [(j0, min(j0 + bk, S), False) for j0 in range(0, S, bk)]
         j_end = min(S, max(0, i1 + self.offset))  # past the last key any row sees
-        # keys below j_full: every row sees. One row sees all its keys; for more, the diagonal
-        # block starts at the first row's last key, on a multiple of bq (no 1-key fragments)
+        # keys below j_full: every row sees (one row sees all the keys it sees)
         j_full = j_end if i1 - i0 == 1 else min(j_end, max(0, i0 + self.offset))
-        return [(j0, min(j0 + bk, j_full), False) for j0 in range(0, j_full, bk)] + [
-            (j0, min(j0 + bk, j_end), True) for j0 in range(j_full, j_end, bk)
+        return [
+            (j0, min(j0 + bk, j_end), min(j0 + bk, j_end) > j_full) for j0 in range(0, j_end, bk)
         ]
 
     def start(self, q_u, rows, sink_u=None):
@@ -245,17 +258,19 @@ class _Plan:
         acc = np.zeros((u, n, self.d_v), dtype=self.dtype)  # unnormalised output
         return buf, qs, m, ell, acc
 
-    def tile(self, q_u, k_u, v_u, m_u, b_u, sink_u, out_u, rows):
+    def tile(self, q_u, k_u, v_u, m_u, b_u, sink_u, kn_u, out_u, rows):
         """Run the recurrence for query rows ``rows`` of u units; write z into out_u.
 
         q_u (u, r, L, d_k), k_u (u, S, d_k), v_u (u, S, d_v), m_u (u, r, L, S) or None, b_u
-        (u, r, L, S) or None (a broadcast view), sink_u (u, r) or None, out_u (u, r, L, d_v).
+        (u, r, L, S) or None (a broadcast view), sink_u (u, r) or None, kn_u (u,) each unit's
+        largest key norm or None (no bias, sinks, or too few rows: the shifted path),
+        out_u (u, r, L, d_v).
         """
         h0, h1, i0, i1 = rows
         buf, qs, m, ell, acc = self.start(q_u, rows, sink_u)
         u, n = qs.shape[:2]
         pos = np.tile(np.arange(i0, i1), h1 - h0)  # (n,) each row's query position
-        fixed = n >= FIXED_MIN_ROWS and b_u is None and sink_u is None and self._quiet(qs, k_u)
+        fixed = kn_u is not None and self._quiet(qs, kn_u)
         for j0, j1, diagonal in self.key_blocks(i0, i1):
             hidden = self._hidden(m_u, rows, j0, j1, diagonal, pos)
             if hidden is True:
@@ -296,26 +311,19 @@ class _Plan:
             s4 = s.reshape(s.shape[0], h1 - h0, i1 - i0, j1 - j0)  # a view of the buffer
             np.add(s4, b_u[:, h0:h1, i0:i1, j0:j1], out=s4)  # (u or 1, h, i, bk) broadcasts
 
-    def _quiet(self, qs, k_u):
-        """Whether every score is small enough for the unshifted path (see _score_bound); a
-        softcap bounds |capped| by cap whatever the inputs (a NaN bound stays unquiet)."""
-        bound = self._score_bound(qs, k_u)
-        if self.softcap is not None and bound == bound:  # not NaN
-            bound = min(bound, self.softcap)
-        return bound <= QUIET[self.dtype]
-
-    @staticmethod
-    def _score_bound(qs, k_u):
-        """max |s| ≤ max_i |q_i| · max_j |k_j| (Cauchy–Schwarz; qs already holds scale/τ).
-
-        When the bound is below QUIET, exp(s) neither overflows nor underflows the largest term
-        of a row, so the shift by the running max (and the rescaling it brings) can be left
-        out: the stabiliser stays 0, and the max and shift passes over every tile are saved.
-        NaN when an input is NaN, which keeps the shifted path.
-        """
+    def _quiet(self, qs, kn_u):
+        """Whether every score is small enough for the unshifted path, in the plan's score units
+        (log₂ for the fused plan: the same magnitudes), from the bound max|q_i|·max|k_j|
+        (Cauchy–Schwarz; qs holds scale/τ, kn_u each unit's largest key norm). When it holds,
+        exp(s) neither overflows nor underflows a row's largest term, so the shift by the
+        running max (and the rescaling it brings) can be left out: the stabiliser stays 0, and
+        the max and shift passes over every tile are saved. A softcap bounds |capped| by cap
+        whatever the inputs; a NaN bound (a NaN input) keeps the shifted path."""
         q_norm = np.sqrt(np.einsum("und,und->un", qs, qs).max())  # (u, n) -> ()
-        k_norm = np.sqrt(np.einsum("usd,usd->us", k_u, k_u).max())  # (u, S) -> ()
-        return float(q_norm) * float(k_norm) * 1.01  # 1% for the rounding of the norms
+        bound = float(q_norm) * float(kn_u.max()) * 1.01  # 1% for the rounding of the norms
+        if self.softcap is not None and bound == bound:  # not NaN
+            bound = min(bound, self.softcap * self.log_base)
+        return bound <= QUIET[self.dtype] * self.log_base
 
     def _buffers(self):
         """This thread's tile buffers, made on its first tile."""

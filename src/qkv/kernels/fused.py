@@ -11,9 +11,16 @@ boolean mask built and applied); here one compiled function does it in two reads
                                              p = 0 for a masked key, p = 1 where s_j = m'
     ℓ'   = 2^(m − m')·ℓ + Σ_j p_j            a' = 2^(m − m')·a + p · v_block   (BLAS)
 
-The causal diagonal costs nothing extra: each row's loop stops at its last visible key. A
-one-query step against a cache (decoding) runs as one compiled loop per K/V head that reads
-each key and value once for all the query heads that share it (``_decode``).
+The causal diagonal costs nothing extra: each row's loop stops at its last visible key. When
+max|q_i|·max|k_j| shows that no score can overflow 2^s (the blocked kernel's bound), m stays 0
+and the pass is one exp2 loop per row (no max, no rescaling).
+
+A one-query step against a cache (decoding, up to DECODE_ROWS rows per K/V head) where every
+row sees every key of a long cache reads K and V once each through BLAS, a block of keys at a
+time with the same compiled pass in between (``_decode_blas``: memory-bound, as fast as the
+matrix-vector products themselves); otherwise (a mask, a diagonal, a short cache) one compiled
+loop per K/V head reads each key and value once for all the query heads that share it, and
+never a masked one.
 
 The optional steps: the bias is added inside the compiled pass, before the row max, on the
 keys a row may see (+ bias·log₂e from the tile's slice of the broadcast bias, an extra
@@ -40,13 +47,15 @@ import math
 
 import numpy as np
 
-from qkv.kernels import blocked, layout
-from qkv.kernels.threads import default_workers, pool
+from qkv.kernels import blocked, layout, tuning
+from qkv.kernels.threads import default_workers, pool, single_threaded_blas
 
 LOG2E = 1.4426950408889634
 DECODE_ROWS = 8  # up to this many query rows per K/V head: the decode loop, no BLAS
 DECODE_BLOCK = 256  # keys per block in the decode loop (scores of a block stay in L1)
 PARALLEL_MIN = 1 << 21  # decode: below this many key·feature reads, one thread
+DECODE_BLAS_KEYS = 512  # decode against at least this many keys: BLAS instead of the loop
+DECODE_BLAS_BLOCK = 4096  # keys per BLAS call when decoding
 
 
 @functools.cache
@@ -72,6 +81,8 @@ def fused_attention(
     bias=None,
     sinks=None,
     workers=None,
+    block_q=None,
+    block_k=None,
 ):
     """z = softmax_sink(mask(cap(q·kᵀ·scale/τ) + bias))·v with a compiled pass per tile, for
     validated NumPy inputs: q (..., [H,] L, d_k), k (..., [G,] S, d_k), v (..., [G,] S, d_v),
@@ -88,6 +99,9 @@ def fused_attention(
     G, r = blocked.head_groups(q4.shape[-3], k4.shape[-3], v4.shape[-3])
     extras = softcap is not None or bias is not None or sinks is not None
     if r * L > DECODE_ROWS or extras:
+        if block_q is None or block_k is None:  # measured on this processor (kernels/tuning.py)
+            chosen = tuning.tiles("fused", fused_attention, q.size // max(1, d_k) * S)
+            block_q, block_k = block_q or chosen.block_q, block_k or chosen.block_k
         # masked keys (a mask, or the causal diagonal) may hold anything: check v once
         finite = (mask is None and causal is None) or bool(np.isfinite(v).all())
         out = blocked.blocked_attention(
@@ -102,6 +116,8 @@ def fused_attention(
             bias=bias,
             sinks=sinks,
             workers=workers,
+            block_q=block_q,
+            block_k=block_k,
             plan=functools.partial(_FusedPlan, finite_v=finite),
         )
         return out if out is None or out.dtype == dtype else out.astype(dtype)
@@ -121,30 +137,35 @@ def fused_attention(
         ms = np.broadcast_to(mm, (*batch, G, r, L, S)).reshape(U, r * L, S)
     out = np.zeros((U, r * L, d_v), dtype=work)
     offset = S - L if causal == "bottom-right" else 0
-    kernel = _kernels()["decode32" if work == np.float32 else "decode64"]
-    causal_on = causal is not None
+    # every row sees every key (no mask; causal hides nothing): BLAS reads K and V
+    blas = mask is None and (causal is None or offset + 1 >= S) and S >= DECODE_BLAS_KEYS
     if workers is None:
         workers = 1 if U * S * (d_k + d_v) < PARALLEL_MIN else default_workers()
-    chunks = [(u0, min(u0 + -(-U // workers), U)) for u0 in range(0, U, -(-U // workers))]
-    if len(chunks) <= 1:
-        kernel(qs, ks, vs, ms, mask is not None, L, causal_on, offset, out)
-    else:
-        list(
-            pool(len(chunks)).map(
-                lambda c: kernel(
-                    qs[c[0] : c[1]],
-                    ks[c[0] : c[1]],
-                    vs[c[0] : c[1]],
-                    ms if mask is None else ms[c[0] : c[1]],
-                    mask is not None,
-                    L,
-                    causal_on,
-                    offset,
-                    out[c[0] : c[1]],
-                ),
-                chunks,
+    step = -(-U // workers)
+    chunks = [(u0, min(u0 + step, U)) for u0 in range(0, U, step)]
+
+    def run(c):
+        u0, u1 = c
+        if blas:
+            _decode_blas(qs[u0:u1], ks[u0:u1], vs[u0:u1], out[u0:u1])
+        else:
+            _kernels()["decode32" if work == np.float32 else "decode64"](
+                qs[u0:u1],
+                ks[u0:u1],
+                vs[u0:u1],
+                ms if mask is None else ms[u0:u1],
+                mask is not None,
+                L,
+                causal is not None,
+                offset,
+                out[u0:u1],
             )
-        )
+
+    if len(chunks) <= 1:
+        run(chunks[0])
+    else:
+        with single_threaded_blas():  # one BLAS thread per worker
+            list(pool(len(chunks)).map(run, chunks))
     out = out.reshape(*batch, G * r, L, d_v)  # (..., H, L, d_v)
     out = out.reshape(out.shape[nd - max(q.ndim, k.ndim, v.ndim) :])  # drop the padding axes
     return out if out.dtype == dtype else out.astype(dtype)
@@ -159,7 +180,7 @@ class _FusedPlan(blocked._Plan):
         self.log_base = LOG2E  # sink logits too
         self.finite_v = finite_v  # False: some value is NaN/inf, and may sit in a masked key
 
-    def tile(self, q_u, k_u, v_u, m_u, b_u, sink_u, out_u, rows):
+    def tile(self, q_u, k_u, v_u, m_u, b_u, sink_u, kn_u, out_u, rows):
         """The blocked recurrence for rows ``rows`` of u units (shapes as ``_Plan.tile``)."""
         h0, h1, i0, i1 = rows
         buf, qs, m, ell, acc = self.start(q_u, rows, sink_u)  # m in log₂ units
@@ -169,6 +190,12 @@ class _FusedPlan(blocked._Plan):
         fused = kernels["tile32" if self.dtype == np.float32 else "tile64"]
         no_mask = np.ones((1, 1, 1), dtype=bool)
         no_bias = np.zeros((1, 1, 1, 1), dtype=self.dtype)
+        # every score small enough for 2^s as it is (blocked._Plan._quiet): no max, no rescale
+        fixed = kn_u is not None and m_u is None
+        if fixed and self._quiet(qs, kn_u):
+            m[:] = 0.0
+        else:
+            fixed = False
         for j0, j1, diagonal in self.key_blocks(i0, i1):
             seen = no_mask
             if m_u is not None:  # (u, h1-h0, i1-i0, bk) -> (u, n, bk)
@@ -194,6 +221,7 @@ class _FusedPlan(blocked._Plan):
                 m_u is not None,
                 bias,
                 b_u is not None,
+                fixed,
             )
             pv = buf.pv[: u * n * self.d_v].reshape(u, n, self.d_v)
             vb = v_u[:, j0:j1]  # (u, bk, d_v)
@@ -211,6 +239,28 @@ class _FusedPlan(blocked._Plan):
         np.divide(acc, ell[..., None], out=acc, where=~dead[..., None])
         acc[dead] = 0.0
         out_u[:, h0:h1, i0:i1] = acc.reshape(u, h1 - h0, i1 - i0, self.d_v)
+
+
+def _decode_blas(qs, ks, vs, out):
+    """Decoding rows that see every key: scores by BLAS a block of keys at a time, the tile
+    pass on them, p·v by BLAS (K and V read once each, at BLAS's speed). qs (u, n, d_k) in log₂
+    units, ks (u, S, d_k), vs (u, S, d_v), out (u, n, d_v) zeros; a row whose answer is not
+    finite (a +inf score, no weight) gets NaN, which the reference then decides."""
+    u, n, _ = qs.shape
+    dtype = qs.dtype
+    tile = _kernels()["tile32" if dtype == np.float32 else "tile64"]
+    m = np.full((u, n), -np.inf, dtype=dtype)
+    ell = np.zeros((u, n), dtype=dtype)
+    pos = np.zeros(n, dtype=np.int64)  # unused: no diagonal
+    no_mask, no_bias = np.ones((1, 1, 1), dtype=bool), np.zeros((1, 1, 1, 1), dtype=dtype)
+    for j0 in range(0, ks.shape[1], DECODE_BLAS_BLOCK):
+        kb, vb = ks[:, j0 : j0 + DECODE_BLAS_BLOCK], vs[:, j0 : j0 + DECODE_BLAS_BLOCK]
+        s = np.matmul(qs, kb.transpose(0, 2, 1))  # (u, n, d_k) @ (u, d_k, b) -> (u, n, b)
+        tile(s, m, ell, out, pos, j0, False, 0, no_mask, False, no_bias, False, False)
+        out += np.matmul(s, vb)  # (u, n, b) @ (u, b, d_v)
+    undefined = (m == np.inf) | (m == -np.inf) | (ell == 0)
+    np.divide(out, ell[..., None], out=out, where=~undefined[..., None])
+    out[undefined] = np.nan
 
 
 def _add_nonfinite(pv, p, vb):

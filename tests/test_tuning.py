@@ -1,0 +1,149 @@
+"""The tile tuner (kernels/tuning.py) on a tiny problem and budget, in temporary cache
+directories: what it measures is used, kept, read back, and rejected when it cannot be trusted."""
+
+import json
+
+import numpy as np
+import pytest
+
+import qkv
+from qkv.kernels import blocked, fused, processor, tuning
+
+SMALL = (tuning.Tiles(16, 32), tuning.Tiles(8, 64), tuning.DEFAULT)
+
+
+@pytest.fixture
+def tuner(tmp_path, monkeypatch):
+    """Tuning on, a cache directory of its own, a problem that takes milliseconds."""
+    monkeypatch.setenv("QKV_TUNE", "on")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(tuning, "PROBLEM", {"heads": 1, "T": 96, "d": 8})
+    monkeypatch.setattr(tuning, "CANDIDATES", SMALL)
+    tuning.reset()
+    yield tmp_path / "qkv" / "tiles.json"
+    tuning.reset()
+
+
+def _kernel():
+    return (
+        ("fused", fused.fused_attention)
+        if fused.available()
+        else ("blocked", blocked.blocked_attention)
+    )
+
+
+def test_first_use_measures_and_writes_the_cache_a_new_process_reads(tuner):
+    name, run = _kernel()
+    first = tuning.choice(name, run)
+    assert first.source == "measured now" and first.note == ""
+    assert sorted(t for t, _ in first.table) == sorted(SMALL)
+    assert first.tiles == first.table[0][0]  # the fastest
+    assert [s for _, s in first.table] == sorted(s for _, s in first.table)
+    saved = json.loads(tuner.read_text())
+    assert saved["key"]["processor"] == processor.current().key
+    assert saved["key"]["numpy"] == np.__version__
+    assert (saved["kernels"][name]["block_q"], saved["kernels"][name]["block_k"]) == (
+        first.tiles.block_q,
+        first.tiles.block_k,
+    )
+    tuning.forget()  # what a new process sees
+    again = tuning.choice(name, run)
+    assert again.source == "cache" and again.tiles == first.tiles and again.table == first.table
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"\x00\xff not json", b'{"key": 1}', b"[1, 2]", b'{"key": {}, "kernels": {}}'],
+    ids=["bytes", "no kernels", "a list", "another key"],
+)
+def test_a_corrupt_cache_is_rejected_and_rebuilt(tuner, content):
+    name, run = _kernel()
+    tuner.parent.mkdir(parents=True)
+    tuner.write_bytes(content)
+    c = tuning.choice(name, run)
+    assert c.source == "measured now" and c.note.startswith(f"rejected {tuner}")
+    rebuilt = json.loads(tuner.read_text())
+    assert rebuilt["key"]["processor"] == processor.current().key and name in rebuilt["kernels"]
+
+
+def test_a_cache_from_another_processor_is_rejected_and_rebuilt(tuner):
+    name, run = _kernel()
+    tuning.choice(name, run)
+    saved = json.loads(tuner.read_text())
+    saved["key"]["processor"]["model"] = "Some Other CPU 9000"
+    saved["kernels"][name]["block_q"] = 3  # a choice made there: not to be used here
+    tuner.write_text(json.dumps(saved))
+    tuning.forget()
+    c = tuning.choice(name, run)
+    assert c.source == "measured now" and "another processor" in c.note
+    assert c.tiles in SMALL
+    assert json.loads(tuner.read_text())["key"]["processor"] == processor.current().key
+
+
+def test_an_entry_that_does_not_parse_is_measured_again(tuner):
+    name, run = _kernel()
+    tuning.choice(name, run)
+    saved = json.loads(tuner.read_text())
+    saved["kernels"][name]["block_q"] = -4
+    tuner.write_text(json.dumps(saved))
+    tuning.forget()
+    c = tuning.choice(name, run)
+    assert c.source == "measured now" and c.tiles in SMALL
+
+
+def test_an_unwritable_cache_still_gives_the_measured_tiles(tmp_path, tuner, monkeypatch):
+    blocker = tmp_path / "a file"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))  # the cache directory cannot be made
+    name, run = _kernel()
+    c = tuning.choice(name, run)
+    assert c.source == "measured now" and c.tiles in SMALL and "could not write" in c.note
+
+
+def test_kernels_use_what_the_tuner_chose_and_agree_with_float64(tuner, monkeypatch):
+    monkeypatch.setattr(tuning, "MIN_SCORES", 0)
+    chosen = tuning.choice("blocked", blocked.blocked_attention).tiles
+    seen = []
+
+    class Recording(blocked._Plan):
+        def __init__(self, *args):
+            super().__init__(*args)
+            seen.append(args[5:7])  # (block_q, block_k) the plan was given
+
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((3, 97, 8)) for _ in range(3))
+    want = qkv.attention(q, k, v, causal=True, backend="reference")
+    out = blocked.blocked_attention(q, k, v, causal="bottom-right", scale=8**-0.5, plan=Recording)
+    assert seen == [(chosen.block_q, chosen.block_k)]
+    np.testing.assert_allclose(out, want, rtol=0, atol=1e-12)
+    if fused.available():
+        tuning.choice("fused", fused.fused_attention)
+        out = fused.fused_attention(q, k, v, causal="bottom-right", scale=8**-0.5)
+        np.testing.assert_allclose(out, want, rtol=0, atol=1e-12)
+
+
+def test_small_calls_and_tuning_off_never_measure(tuner, monkeypatch):
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((2, 64, 8), dtype=np.float32) for _ in range(3))
+    blocked.blocked_attention(q, k, v)  # 2·64·64 scores: below MIN_SCORES
+    assert not tuner.exists()
+    monkeypatch.setattr(tuning, "MIN_SCORES", 0)
+    monkeypatch.setenv("QKV_TUNE", "off")
+    blocked.blocked_attention(q, k, v)
+    assert not tuner.exists()
+    assert tuning.tiles("blocked", blocked.blocked_attention, 1 << 30) == tuning.DEFAULT
+    assert tuning.choice("blocked", blocked.blocked_attention).source == "default (QKV_TUNE=off)"
+
+
+def test_forced_tiles_win_inside_the_block_only(tuner):
+    with tuning.forced(tuning.Tiles(3, 5)):
+        assert tuning.tiles("blocked", blocked.blocked_attention, 1 << 30) == tuning.Tiles(3, 5)
+    assert not tuner.exists()  # forcing measures nothing
+
+
+def test_bad_setting_and_bad_tiles_are_named(monkeypatch):
+    monkeypatch.setenv("QKV_TUNE", "maybe")
+    with pytest.raises(ValueError, match="QKV_TUNE must be 'on' or 'off', got 'maybe'"):
+        tuning.enabled()
+    with pytest.raises(ValueError, match=r"block_k must be an integer in \[1, 65536\], got 0"):
+        tuning.Tiles(4, 0)
