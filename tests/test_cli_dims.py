@@ -119,3 +119,34 @@ def test_errors_exit_2_with_one_line(args, message):
     result = run(*args)
     assert result.exit_code == 2
     assert result.output.strip() == f"Error: {message}"
+
+
+@pytest.mark.parametrize(
+    "option", ["--d-model", "--n-heads", "--n-kv-heads", "--context", "--layers"]
+)
+@pytest.mark.parametrize(
+    "value, got",
+    [
+        (str(10**400), "a number of 401 digits"),
+        ("-" + str(10**400), "a negative number of 401 digits"),
+        ("1" * 5000, "a number of 5,000 digits"),  # past Python's int-to-text limit
+        (str(2**53 + 1), "9,007,199,254,740,993"),
+    ],
+)
+def test_a_size_past_2_53_is_one_line(option, value, got):
+    sizes = {"--d-model": "64", "--n-heads": "4", option: value}
+    result = run(*[x for pair in sizes.items() for x in pair])
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        f"Error: {option} must be a whole number from 1 to 2**53 = 9,007,199,254,740,992, got {got}"
+    )
+
+
+def test_sizes_of_2_53_are_reported_exactly():
+    n = 2**53  # d_head = 1; every count is an exact integer, its GiB a finite float
+    sizes = ["--d-model", "--n-heads", "--context", "--layers"]
+    got = run(*[x for option in sizes for x in (option, str(n))], "--format", "json")
+    assert got.exit_code == 0, got.output
+    report = json.loads(got.stdout)
+    assert report["d_head"] == 1 and report["scores_per_layer"] == n**3
+    assert report["params_all_layers"] == 4 * n * n * n  # W_Q, W_K, W_V, W_O: n × n each, n layers

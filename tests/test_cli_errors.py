@@ -27,6 +27,8 @@ BAD = {
         (["--softcap", "0"], "--softcap must be a finite number > 0"),
         (["--sink", "inf"], "--sink must be a finite number"),
         (["--alibi", "-1"], "--alibi must be a finite number ≥ 0"),
+        (["--alibi", "1e308"], "ALiBi slope 1e+308 × the largest distance 5 overflows float64"),
+        (["--select", "-1"], "--select: a token index must be ≥ 0 (positions run from 0), got -1"),
         (
             ["--model", "smollm2-135m", "--text", "hi", "--sink", "0"],
             "--softcap, --sink and --alibi apply to presets",
@@ -44,6 +46,15 @@ BAD = {
         ),
         (["--text", "hi", "--tau", "1.1=0"], "--tau"),
     ],
+    "attribute": [
+        (
+            ["--model", "/nonexistent-qkv-dir", "--text", "hi", "--target", "x"],
+            "a local transformers model directory",
+        ),
+        (["--text", " ", "--target", "x"], "--text must contain at least one non-space"),
+        (["--text", "hi", "--target", "x", "--png", ""], "expected a file path"),
+        (["--text", "hi", "--target", "x", "--top", "0"], "'--top'"),
+    ],
     "dims": [(["--d-model", "7", "--n-heads", "2"], "divisible by n_heads")],
     "presets": [(["--format", "nope"], "'nope' is not one of")],
     "softmax": [(["nan"], "finite"), (["1", "-t", "-1"], "--temperature")],
@@ -55,7 +66,17 @@ BAD = {
         (["--text", "hi", "--png", NO_DIR], f"cannot open '{NO_DIR}'"),
         (["--text", "hi", "--png", ""], "expected a file path"),
     ],
-    "generate": [(["--prompt", "hi", "--seed", "-1"], "'--seed': -1 is not in the range")],
+    "generate": [
+        (["--prompt", "hi", "--seed", "-1"], "'--seed': -1 is not in the range"),
+        (
+            ["--prompt", "hi", "--temperature", "nan"],
+            "Error: --temperature must be a finite number",
+        ),
+        (
+            ["--prompt", "hi", "--temperature", "inf"],
+            "Error: --temperature must be a finite number",
+        ),
+    ],
     "lab": [(["nope"], "No such command 'nope'")],
     "lab scaling": [(["--seed", "-1"], "'--seed': -1 is not in the range")],
     "lab symmetry": [(["--seed", str(2**40)], "'--seed'")],
@@ -74,7 +95,17 @@ BAD = {
         (["-n", "0"], "'--world-size'"),
         (["--dtype", "float16"], "'float16'"),
     ],
-    "bench": [(["--T", "abc"], "--T: expected comma-separated integers")],
+    "bench": [
+        (["--T", "abc"], "--T: expected comma-separated integers"),
+        (["--trace", "0"], "--trace 0: expected positive token counts, got [0]"),
+        (["--trace", "2k"], "--trace: expected comma-separated token counts, got '2k'"),
+    ],
+    "trace": [
+        (["-o", "x.qkvtrace"], "give the text with --text or --text-file"),
+        (["--text", "hi", "--text-file", "-", "-o", "x.qkvtrace"], "not both"),
+        (["--text", "hi", "-o", ""], "expected a file path"),
+        (["--text-file", "/nonexistent-qkv-dir/t.txt", "-o", "x"], "cannot open"),
+    ],
 }
 
 

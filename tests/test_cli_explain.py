@@ -4,6 +4,7 @@ import json
 import math
 import re
 import struct
+import warnings
 
 import numpy as np
 import pytest
@@ -86,7 +87,7 @@ def test_default_scene_numbers_match_a_float64_reference():
 def test_temperature_and_select_by_text_or_index():
     scene = presets.load("cat-sat")
     w, _ = reference(scene, tau=0.5)
-    for sel in ("mat", "5", "-1"):
+    for sel in ("mat", "5"):
         out = plain("--select", sel, "-t", "0.5")
         table = section(out, "4.")
         assert [row(table, t)[-1] for t in ("cat", "mat")] == [f"{w[5, 1]:.3f}", f"{w[5, 5]:.3f}"]
@@ -198,6 +199,28 @@ def test_select_token_at_position_as_the_rows_are_labelled():
     assert result.exit_code == 2
     assert result.output.strip() == (
         "Error: 'mat@9': position 9 is past the last token; positions run 0-5"
+    )
+
+
+@pytest.mark.parametrize("preset", ["cat-sat", "two-heads"])
+@pytest.mark.parametrize("index", ["-1", "-6", "-7"])
+def test_a_negative_index_is_refused_as_the_range_says(preset, index):
+    result = run("--preset", preset, "--select", index)
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        f"Error: --select: a token index must be ≥ 0 (positions run from 0), got {index}"
+    )
+    assert "query: mat (position 5)" in plain("--select", "5")  # the last one, counted from 0
+
+
+def test_a_huge_alibi_slope_is_one_line_and_no_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a RuntimeWarning raised here would be a traceback
+        result = run("--alibi", "1e308")
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        "Error: ALiBi slope 1e+308 × the largest distance 5 overflows float64; "
+        "use a slope ≤ 3.6e+307"
     )
 
 

@@ -5,6 +5,7 @@ before. Also ALiBi's bias (``masks.alibi``) by hand and the scenes' three option
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -164,3 +165,16 @@ def test_scenes_take_the_three_options(name):
     total = tr["weights"].sum(axis=-1, keepdims=True) + tr["sink"]
     np.testing.assert_allclose(total, 1.0, rtol=1e-12)
     assert tr.settings["sinks"] == [0.2]
+
+
+@pytest.mark.parametrize("backend", ["reference", "blocked", "fused"])
+def test_a_tiny_softcap_is_the_sign_limit_without_a_warning(backend):
+    # cap·tanh(s / cap) → cap·sign(s) as cap → 0: s / cap overflows, tanh(±inf) = ±1
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.normal(size=(2, 40, 4)) for _ in range(3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out, tr = qkv.attention(q, k, v, softcap=1e-308, return_trace=True)
+        fast = qkv.attention(q, k, v, softcap=1e-308, backend=backend)
+    assert np.array_equal(tr["capped"], 1e-308 * np.sign(tr["tempered"]))
+    np.testing.assert_allclose(fast, out, rtol=0, atol=1e-12)

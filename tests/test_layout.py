@@ -21,6 +21,10 @@ ENGINE = {
     "qkv.multihead",
     "qkv.layers",
     "qkv.display",
+    "qkv.lazy",
+    "qkv.tiles",
+    "qkv.readers",
+    "qkv.blas",
 }
 OUTER = (
     "qkv.explain",
@@ -73,6 +77,71 @@ def inner_edges():
         for target in imports(name):
             if target in MODULES and target != name:
                 yield name, target
+
+
+# Every module's layer, lowest first; a module imports only from its own layer or a lower one.
+# Within the engine the order is finer: the steps, then what checks and keeps them, the
+# reference (and the lazy trace's tiles, computed by it), the kernels, attention (and the lazy
+# trace, which runs a kernel), multi-head attention.
+LAYERS = [
+    ("steps", {"qkv.steps", "qkv.masks", "qkv.blas"}),
+    (
+        "contract",
+        {"qkv.checks", "qkv.trace", "qkv.readers", "qkv.display", "qkv.layers", "qkv.cache"},
+    ),
+    ("reference", {"qkv.reference", "qkv.tiles"}),
+    ("kernels", {"qkv.kernels"}),
+    ("attention", {"qkv.attention", "qkv.lazy"}),
+    ("multihead", {"qkv.multihead"}),
+    ("explain", {"qkv.explain"}),
+    (
+        "domains",
+        {"qkv.models", "qkv.hf", "qkv.lab", "qkv.practice", "qkv.distributed", "qkv.bench"},
+    ),
+    ("views", {"qkv.views"}),
+    ("surfaces", {"qkv.web", "qkv.notebook"}),  # neither imports the other
+    # the package's API and the entry points: the command, and python -m qkv.web (its alias)
+    ("entry", {"qkv", "qkv.cli", "qkv.web.__main__"}),
+]
+SURFACES = ("qkv.web", "qkv.notebook", "qkv.cli")
+
+
+def layer_of(name: str) -> int:
+    """The index in LAYERS of the module ``name`` (its longest listed prefix decides)."""
+    best = None
+    for index, (_, roots) in enumerate(LAYERS):
+        for root in roots:
+            if (name == root or name.startswith(root + ".")) and (
+                best is None or len(root) > len(best[1])
+            ):
+                best = (index, root)
+    assert best is not None, f"{name} has no layer in LAYERS: add it"
+    return best[0]
+
+
+def surface_of(name: str) -> str | None:
+    return next((s for s in SURFACES if name == s or name.startswith(s + ".")), None)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_module_imports_from_a_higher_layer(name):
+    mine = layer_of(name)
+    up = sorted(t for t in imports(name) if t in MODULES and layer_of(t) > mine)
+    assert not up, f"{name} ({LAYERS[mine][0]}) imports from a higher layer: {up}"
+
+
+@pytest.mark.parametrize(
+    "name",
+    sorted(n for n in MODULES if surface_of(n) in SURFACES[:2] and layer_of(n) < len(LAYERS) - 1),
+)
+def test_the_server_and_the_notebook_import_no_other_surface(name):
+    other = sorted(t for t in imports(name) if surface_of(t) not in (None, surface_of(name)))
+    assert not other, f"{name} imports another surface: {other}"
+
+
+def test_the_layer_test_catches_an_upward_import():
+    assert layer_of("qkv.steps") < layer_of("qkv.kernels.fused") < layer_of("qkv.views.grid")
+    assert layer_of("qkv.views.viewers") < layer_of("qkv.web.app") < layer_of("qkv.cli.serve")
 
 
 def test_every_module_is_seen():

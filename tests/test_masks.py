@@ -1,3 +1,5 @@
+import warnings
+
 import numpy as np
 import pytest
 
@@ -62,3 +64,17 @@ def test_padding_rejects_out_of_range_and_float_lengths():
 def test_combine_rejects_float_masks():
     with pytest.raises(TypeError, match="boolean"):
         masks.combine(np.ones((2, 2)))
+
+
+def test_an_alibi_slope_whose_bias_overflows_is_refused_without_a_warning():
+    biggest = np.finfo(np.float64).max / 5  # the farthest key of 6 positions is 5 away
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a RuntimeWarning would fail here
+        with pytest.raises(ValueError, match=r"ALiBi slope 1e\+308 × the largest distance 5"):
+            masks.alibi(6, 6, 1e308)
+        with pytest.raises(ValueError, match="largest distance 7"):
+            masks.alibi(2, 8, 1e308)  # bottom-right: query 1 sits at position 7, key 0 is 7 away
+        with pytest.raises(ValueError, match="largest distance 7"):
+            masks.alibi(8, 2, 1e308)  # query 0 sits at position -6, key 1 is 7 away
+        assert masks.alibi(6, 6, biggest)[5, 0] == -biggest * 5  # the largest slope still fits
+    assert masks.alibi(1, 1, 1e308).tolist() == [[0.0]]  # no distance: nothing to overflow

@@ -44,10 +44,10 @@ def test_nested_limits_hold_until_the_outer_one_ends():
         assert _blas_threads() == [2]
 
 
-def test_overlapping_limits_from_two_threads_restore_the_original():
-    # A enters, B enters, A leaves, B leaves: the order that left BLAS at 1 thread for good
-    # when each use saved and restored "the original" on its own.
-    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+def _overlap(first_stays_alive):
+    """A enters, B enters, A leaves, B leaves; A's thread ends before B leaves or only after.
+    Returns what B saw inside after A left, and the counts after both left."""
+    a_in, b_in, a_out, b_out = (threading.Event() for _ in range(4))
     seen = {}
 
     def a():
@@ -55,6 +55,8 @@ def test_overlapping_limits_from_two_threads_restore_the_original():
             a_in.set()
             b_in.wait(5)
         a_out.set()
+        if first_stays_alive:
+            b_out.wait(5)
 
     def b():
         a_in.wait(5)
@@ -62,12 +64,70 @@ def test_overlapping_limits_from_two_threads_restore_the_original():
             b_in.set()
             a_out.wait(5)
             seen["inside"] = _blas_threads()
+        b_out.set()
 
-    original = _blas_threads()
     threads = [threading.Thread(target=a), threading.Thread(target=b)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert seen["inside"] == [1]  # B still inside after A left: still one thread
+    return seen["inside"], _blas_threads()
+
+
+def test_overlapping_limits_from_two_threads_restore_the_original():
+    # The first user limits, the last restores: different threads. threadpoolctl ≥ 3.8 ignored
+    # the restore while the first thread was still alive (it held the control), which left
+    # BLAS at one thread for good in a few runs in a hundred; both orders, many times.
+    original = _blas_threads()
+    for i in range(200):
+        inside, after = _overlap(first_stays_alive=i % 2 == 0)
+        assert inside == [1], i  # B still inside after A left: still one thread
+        assert after == original, i
+
+
+def test_a_limit_from_the_main_thread_is_restored_by_a_worker_thread():
+    # The main thread never ends: under threadpoolctl's rule it would keep the control for good.
+    original = _blas_threads()
+    use = single_threaded_blas()
+    use.__enter__()  # main enters first
+    inside, left = threading.Event(), threading.Event()
+
+    def worker():
+        with single_threaded_blas():
+            inside.set()
+            left.wait(5)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    inside.wait(5)
+    use.__exit__(None, None, None)  # main leaves; the worker is last and restores
+    assert _blas_threads() == [1]
+    left.set()
+    t.join()
     assert _blas_threads() == original
+
+
+def test_a_use_from_a_worker_thread_limits_blas_and_keeps_no_hold_on_it():
+    # threadpoolctl lets only the thread holding its control change OpenBLAS: a use from a
+    # worker thread must take effect, and let go, so that the main thread's own limits apply.
+    used, done = threading.Event(), threading.Event()
+    seen = {}
+
+    def user():
+        with single_threaded_blas():
+            seen["inside"] = _blas_threads()
+        used.set()
+        done.wait(5)  # still alive while the main thread sets its own limits
+
+    t = threading.Thread(target=user)
+    t.start()
+    used.wait(5)
+    try:
+        assert seen["inside"] == [1]
+        with threadpool_limits(limits=1, user_api="blas"):
+            assert _blas_threads() == [1]
+        with threadpool_limits(limits=2, user_api="blas"):
+            assert _blas_threads() == [2]
+    finally:
+        done.set()
+        t.join()

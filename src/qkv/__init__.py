@@ -20,8 +20,17 @@ __all__ = [
     "presets",
     "dims",
     "show",
+    "load",
 ]
 __version__ = "0.1.0"
+
+
+def load(path):
+    """A model run saved with ``run.save(path)`` or ``qkv trace -o FILE``: a
+    ``qkv.models.ModelTrace`` whose layers are lazy traces (``qkv.lazy.LazyTrace``)."""
+    from qkv.models.result import ModelTrace
+
+    return ModelTrace.load(path)
 
 
 def __getattr__(name: str):

@@ -3,14 +3,18 @@
     Attention(Q, K, V) = softmax(mask(Q·Kᵀ · scale / τ)) · V,   scale = 1/√d_k by default
 
 One call: ``checks.problem`` validates the arguments (the contract every backend shares), then
-``kernels.dispatch`` runs a kernel, or the steps below run one by one and can be kept as a trace.
+``kernels.dispatch.compute`` runs a kernel, or the reference's steps (``qkv.reference``) one by
+one, which a trace keeps.
 """
 
 from __future__ import annotations
 
-from qkv import checks, steps
+from qkv import checks
 from qkv.kernels import dispatch
-from qkv.trace import Trace, to_numpy
+from qkv.reference import traced_steps
+from qkv.trace import Trace
+
+__all__ = ["attention", "attention_weights", "traced_steps"]
 
 
 def attention(
@@ -70,16 +74,11 @@ def attention(
         bias=bias,
         sinks=sinks,
     )
-    if backend != "reference":
-        name = dispatch.choose(backend, p, return_trace=return_trace)
-        out = None if name == "reference" else dispatch.run(name, p)
-        if out is not None:
-            return out  # else the reference decides: NaN rows or the overflow error
-    kept, settings = traced_steps(p)
-    kept["out"] = kept["z"]
-    if return_trace:
-        return kept["out"], Trace(kept, settings)
-    return kept["out"]
+    z, kept = dispatch.compute(p, backend, return_trace=return_trace)
+    if not return_trace:
+        return z
+    steps_, settings = kept
+    return z, Trace({**steps_, "out": z}, settings)
 
 
 def attention_weights(
@@ -111,50 +110,3 @@ def attention_weights(
         sinks=sinks,
     )
     return traced_steps(p)[0]["weights"]
-
-
-def traced_steps(p: checks.Problem):
-    """Run the steps scores → weights (→ z when p.v is given) on checked inputs; return
-    (steps by name, settings) as a ``Trace`` holds them."""
-    xp = steps.namespace(p.q, p.k, p.v)
-    q, k, v, tau = p.q, p.k, p.v, p.temperature
-    full_mask = checks.effective_mask(p)
-    kept = {"q": q, "k": k}
-    if v is not None:
-        kept["v"] = v
-    q, k, v = (None if a is None else checks.at_least_float32(xp, a) for a in (q, k, v))
-    kept["scores"] = steps.scores(q, k)  # (..., L, d_k) @ (..., d_k, S) -> (..., L, S)
-    kept["scaled"] = steps.scale(kept["scores"], p.scale)
-    kept["tempered"] = steps.temper(kept["scaled"], tau)
-    last = kept["tempered"]
-    if p.softcap is not None:
-        last = kept["capped"] = steps.softcap(last, p.softcap)
-    if p.bias is not None:
-        last = kept["biased"] = steps.add_bias(last, p.bias)  # (..., L, S) + bias
-    kept["masked"] = steps.apply_mask(last, full_mask)
-    if p.sinks is None:
-        kept["weights"] = steps.softmax(kept["masked"], full_mask)
-    else:  # (..., L, S), (..., L, 1)
-        kept["weights"], kept["sink"] = steps.softmax_with_sink(kept["masked"], p.sinks)
-    if v is not None:
-        z = steps.weighted_sum(kept["weights"], v, full_mask)  # (..., L, d_v)
-        kept["z"] = z if z.dtype == p.q.dtype else xp.astype(z, p.q.dtype)  # the input's dtype
-    checks.no_overflow(p, kept, full_mask)
-    heads = q.shape[-3] if q.ndim >= 3 else None
-    settings = {
-        "scale": p.scale,
-        "temperature": tau,
-        "causal": p.causal,
-        "mask": full_mask,
-        "L": q.shape[-2],
-        "S": k.shape[-2],
-        "d_k": q.shape[-1],
-        "d_v": None if v is None else v.shape[-1],
-        "n_heads": heads,
-        "n_kv_heads": k.shape[-3] if heads else None,
-    }
-    if p.softcap is not None:
-        settings["softcap"] = p.softcap
-    if p.sinks is not None:  # the logits, one per query head (or one for all): JSON numbers
-        settings["sinks"] = [float(x) for x in to_numpy(p.sinks).reshape(-1)]
-    return kept, settings

@@ -8,7 +8,7 @@ what was expected and what came.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -16,18 +16,19 @@ from qkv import masks, steps
 
 
 class Problem(NamedTuple):
-    """Checked arguments of one attention call, in one array library and one floating dtype."""
+    """Checked arguments of one attention call, in one array library and one floating dtype
+    (the arrays are NumPy arrays or torch tensors, hence ``Any``)."""
 
-    q: object  # (..., [H,] L, d_k)
-    k: object  # (..., [G,] S, d_k)
-    v: object  # (..., [G,] S, d_v), or None for the weights alone
-    mask: object  # the user's boolean mask (True = may attend), or None
+    q: Any  # (..., [H,] L, d_k)
+    k: Any  # (..., [G,] S, d_k)
+    v: Any  # (..., [G,] S, d_v), or None for the weights alone
+    mask: Any  # the user's boolean mask (True = may attend), or None
     causal: str | None  # None, "bottom-right" or "top-left"
     scale: float  # multiplies q·kᵀ
     temperature: float  # τ > 0 divides the scaled scores
     softcap: float | None = None  # cap > 0: capped = cap·tanh(tempered / cap)
-    bias: object = None  # added to the (capped) scores, broadcastable to (..., L, S)
-    sinks: object = None  # one sink logit per query head, shaped (H, 1, 1) (or (1, 1))
+    bias: Any = None  # added to the (capped) scores, broadcastable to (..., L, S)
+    sinks: Any = None  # one sink logit per query head, shaped (H, 1, 1) (or (1, 1))
 
 
 def problem(

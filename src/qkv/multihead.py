@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from qkv import checks, steps
-from qkv.attention import traced_steps
 from qkv.checks import positive_int
 from qkv.kernels import dispatch
+from qkv.lazy import lazy_attention
 from qkv.trace import Trace
 
 INIT_STD = 0.02  # N(0, 0.02²), the tutorials' small Gaussian init
@@ -163,9 +163,12 @@ class MultiHeadAttention:
 
         context (..., S, d_model): keys and values come from it (cross-attention).
         cache: a ``KVCache``; this call's K/V are appended and attention runs over all of them.
-        backend: as in ``qkv.attention``; without a trace, "auto" runs the blocked kernel (NumPy)
-        or torch's SDPA (tensors) once the problem is past toy size, e.g. decoding one token
-        against a long cache.
+        backend: as in ``qkv.attention``; without a trace, "auto" runs the fused kernel (numba;
+        else the blocked kernel) or torch's SDPA (tensors) once the problem is past toy size,
+        e.g. decoding one token against a long cache.
+        return_trace: True keeps every step (``(out, Trace)``); "lazy" runs the fast kernels and
+        returns ``(out, LazyTrace)``, which keeps x, q, k, v and out and computes the other
+        steps when they are read (``qkv.lazy``).
         """
         xp = steps.namespace(x, self.W_Q)
         x = checks.as_floating(x, xp)
@@ -183,24 +186,18 @@ class MultiHeadAttention:
         v = steps.project(source, self.W_V, self.b_V)  # (..., n_kv_heads, S, d_head)
         if cache is not None:
             k, v = cache.update(k, v)
-        p = checks.problem(
-            q,
-            k,
-            v,
-            mask=mask,
-            causal=causal,
-            scale=scale,
-            temperature=temperature,
-            softcap=softcap,
-            bias=bias,
-            sinks=sinks,
-        )
-        name = dispatch.choose(backend, p, return_trace=return_trace)
-        z = None if name == "reference" else dispatch.run(name, p)  # (..., n_heads, L, d_head)
-        if z is not None:  # else the reference decides: NaN rows or the overflow error
-            return steps.project_out(z, self.W_O, self.b_O)[1]
-        kept, settings = traced_steps(p)
-        kept["head_out"], kept["out"] = steps.project_out(kept["z"], self.W_O, self.b_O)
+        options = dict(mask=mask, causal=causal, scale=scale, temperature=temperature)
+        options.update(softcap=softcap, bias=bias, sinks=sinks)
+        if return_trace == "lazy":
+            z, trace = lazy_attention(
+                q, k, v, W_O=self.W_O, b_O=self.b_O, stored={"x": x}, backend=backend, **options
+            )
+            trace.stored["out"] = out = steps.project_out(z, self.W_O, self.b_O)[1]
+            return out, trace
+        p = checks.problem(q, k, v, **options)
+        z, traced = dispatch.compute(p, backend, return_trace=return_trace)  # (..., H, L, d_head)
         if not return_trace:
-            return kept["out"]
+            return steps.project_out(z, self.W_O, self.b_O)[1]
+        kept, settings = traced
+        kept["head_out"], kept["out"] = steps.project_out(kept["z"], self.W_O, self.b_O)
         return kept["out"], Trace({"x": x, **kept}, settings)

@@ -15,6 +15,13 @@ import math
 import numpy as np
 from array_api_compat import array_namespace, device, is_torch_array
 
+from qkv.blas import single_threaded_blas
+
+# Queries per matrix product in ``rows_matmul``: the products of the traced steps run on row
+# tiles of this many rows, so a lazy trace that computes one tile of one head gets the numbers
+# of the whole computation bit for bit (BLAS rounds a row differently as the row count varies).
+ROWS = 256
+
 
 def namespace(*arrays):
     """The array-API namespace shared by the given arrays (None entries ignored)."""
@@ -92,6 +99,26 @@ def head_groups(h_q, h_k, h_v):
     return G, r
 
 
+def rows_matmul(a, b):
+    """a @ b, (..., M, K) @ (..., K, N) -> (..., M, N), as one BLAS call per tile of ``ROWS``
+    rows of a, with BLAS on one thread (NumPy; torch tensors multiply as they are).
+
+    BLAS rounds a row of the product differently as the number of rows or threads changes;
+    with fixed tiles a row's numbers depend only on its tile, so the rows a lazy trace computes
+    equal those of the whole product, bit for bit."""
+    if is_torch_array(a) or is_torch_array(b):
+        return a @ b
+    M = a.shape[-2]
+    with single_threaded_blas():
+        if M <= ROWS:
+            return a @ b
+        lead = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        out = np.empty((*lead, M, b.shape[-1]), dtype=np.result_type(a, b))
+        for r in range(0, M, ROWS):
+            out[..., r : r + ROWS, :] = a[..., r : r + ROWS, :] @ b  # (..., ≤ROWS, N)
+        return out
+
+
 def scores(q, k):
     """scores = q·kᵀ.
 
@@ -102,10 +129,10 @@ def scores(q, k):
     kT = xp.matrix_transpose(k)  # (..., d_k, S)
     with np.errstate(over="ignore"):  # an overflow is reported by checks.no_overflow
         if kv_groups(q, k) == 1:
-            return q @ kT  # (..., L, d_k) @ (..., d_k, S) -> (..., L, S)
+            return rows_matmul(q, kT)  # (..., L, d_k) @ (..., d_k, S) -> (..., L, S)
         G = k.shape[-3]
         # (..., G, r, L, d_k) @ (..., G, 1, d_k, S) -> (..., G, r, L, S)
-        return _ungrouped(_grouped(q, G) @ kT[..., :, None, :, :])
+        return _ungrouped(rows_matmul(_grouped(q, G), kT[..., :, None, :, :]))
 
 
 def scale(scores_, factor: float):
@@ -115,14 +142,20 @@ def scale(scores_, factor: float):
 
 def temper(scaled, tau: float):
     """tempered = scaled / τ (an overflow to ±inf is reported by the caller)."""
+    if tau == 1:
+        return scaled  # x / 1 is x, bit for bit: no pass over the scores
     with np.errstate(over="ignore"):
         return scaled / tau
 
 
 def softcap(s, cap: float):
     """capped = cap · tanh(s / cap): logits squashed smoothly into (−cap, cap) (Gemma 2's
-    soft-capping); close to s where |s| ≪ cap. Shape unchanged."""
+    soft-capping); close to s where |s| ≪ cap. Shape unchanged. A tiny cap makes s / cap
+    overflow to ±inf, whose tanh is ±1: the limit, computed without a warning."""
     xp = namespace(s)
+    if isinstance(s, np.ndarray):
+        with np.errstate(over="ignore"):
+            return cap * np.tanh(s / cap)
     return cap * xp.tanh(s / cap)
 
 
@@ -160,7 +193,8 @@ def softmax(masked, mask=None):
     w = e / xp.sum(e, axis=-1, keepdims=True)  # (..., L, S)
     if mask is None:
         return w
-    return xp.where(xp.any(mask, axis=-1, keepdims=True), w, 0.0)  # no key to see: 0
+    live = xp.any(mask, axis=-1, keepdims=True)  # (..., L, 1)
+    return w if bool(xp.all(live)) else xp.where(live, w, 0.0)  # no key to see: 0
 
 
 def softmax_with_sink(masked, sink_logits):
@@ -260,10 +294,10 @@ def weighted_sum(weights, v, mask=None):
 def _times_v(weights, v):
     """(..., L, S) @ (..., [G,] S, n) -> (..., L, n), a K/V head serving its query group."""
     if kv_groups(weights, v) == 1:
-        return weights @ v  # (..., L, S) @ (..., S, n) -> (..., L, n)
+        return rows_matmul(weights, v)  # (..., L, S) @ (..., S, n) -> (..., L, n)
     G = v.shape[-3]
     # (..., G, r, L, S) @ (..., G, 1, S, n) -> (..., G, r, L, n)
-    return _ungrouped(_grouped(weights, G) @ v[..., :, None, :, :])
+    return _ungrouped(rows_matmul(_grouped(weights, G), v[..., :, None, :, :]))
 
 
 def project_out(z, W_O, b_O=None):
@@ -273,7 +307,7 @@ def project_out(z, W_O, b_O=None):
     -> out (..., L, d_model)
     """
     xp = namespace(z, W_O)
-    head_out = z @ W_O  # (..., heads, L, d_model)
+    head_out = rows_matmul(z, W_O)  # (..., heads, L, d_model)
     out = xp.sum(head_out, axis=-3)  # (..., L, d_model)
     if b_O is not None:
         out = out + b_O

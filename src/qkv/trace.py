@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from qkv import display
+from qkv.readers import Readers
 from qkv.steps import kv_head
 
 # The project's one vocabulary for the steps, in data-flow order (docs/architecture.md).
@@ -35,6 +36,9 @@ STEPS = (
     "out",
 )
 
+# The steps with a head axis that one head's trace keeps (``Trace.head``).
+HEAD_STEPS = STEPS[1:4] + STEPS[5:14]  # q k v scores … masked weights sink z
+
 FORMAT = "qkv.trace/1"
 # What ``from_json`` accepts: the dtypes ``to_json`` writes, and a size checked before any
 # array is made (a 64-token, 8-head trace has ~33k numbers per step).
@@ -53,7 +57,7 @@ def to_numpy(a) -> np.ndarray:
 
 
 @dataclass(eq=False)
-class Trace:
+class Trace(Readers):
     """The steps of one attention computation.
 
     ``steps`` maps step names (``STEPS``) to arrays with the head axis kept (axis -3 where there
@@ -61,6 +65,9 @@ class Trace:
     used: ``scale``, ``temperature``, ``causal`` (alignment name or None), ``mask`` (the boolean
     mask actually applied, causal included, or None), and the sizes ``L``, ``S``, ``d_k``, ``d_v``,
     ``n_heads``, ``n_kv_heads`` (None where there is no head axis). ``tokens`` labels positions.
+
+    Readers that take only what they show: ``head(h)``, ``rows``, ``block``, ``top_keys``,
+    ``head_stats``, ``pooled`` (``qkv.readers``); a ``qkv.lazy.LazyTrace`` computes them on read.
     """
 
     steps: dict[str, Any]
@@ -111,6 +118,56 @@ class Trace:
     def names(self) -> list[str]:
         """Step names present, in data-flow order."""
         return [s for s in STEPS if s in self.steps]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the arrays this trace holds (its steps and its mask)."""
+        arrays = [*self.steps.values(), self.settings.get("mask")]
+        return sum({id(a): a.nbytes for a in map(to_numpy, filter(_is_array, arrays))}.values())
+
+    def eager(self) -> Trace:
+        """This trace with every step held (it is: a ``LazyTrace`` computes them)."""
+        return self
+
+    def head(self, h: int) -> Trace:
+        """Query head ``h`` as a trace without a head axis (its K/V head chosen by group)."""
+        s = self.settings
+        n = s.get("n_heads")
+        if not n:
+            raise ValueError("this trace has no head axis")
+        if isinstance(h, bool) or not isinstance(h, (int, np.integer)) or not 0 <= h < n:
+            raise IndexError(f"head must be in [0, {n}), got {h!r}")
+        kv = kv_head(h, n, s.get("n_kv_heads"))
+        kept = {
+            name: a[..., kv if name in ("k", "v") else h, :, :]
+            for name, a in self.steps.items()
+            if name in HEAD_STEPS
+        }
+        if "x" in self.steps:
+            kept = {"x": self.steps["x"], **kept}
+        mask = s.get("mask")
+        if mask is not None:
+            mask = np.ascontiguousarray(
+                np.broadcast_to(mask, self.steps["weights"].shape)[..., h, :, :]
+            )
+        settings = {k: v for k, v in s.items() if k not in ("mask", "n_heads", "n_kv_heads")}
+        if len(s.get("sinks") or ()) > 1:
+            settings["sinks"] = [s["sinks"][h]]  # the head's own sink logit
+        settings.update(mask=mask, n_heads=None, n_kv_heads=None)
+        return Trace(kept, settings, self.tokens, self.key_tokens)
+
+    def _rows(self, name: str, head, r0: int, r1: int) -> np.ndarray:
+        h = self._head_of(head)
+        a = to_numpy(self[name])
+        if h is not None and name != "x":
+            n = self.settings["n_heads"]
+            kv = kv_head(h, n, self.settings.get("n_kv_heads"))
+            a = a[..., kv if name in ("k", "v") else h, :, :]
+        if a.ndim != 2:
+            raise ValueError(
+                f"readers take one sequence: step {name!r} has shape {a.shape}; index the batch first"
+            )
+        return a[r0:r1]
 
     def numpy(self) -> Trace:
         """The same trace with every array as a NumPy array."""
@@ -282,6 +339,10 @@ def _number(x) -> float:
     if isinstance(x, str) and x not in ("inf", "-inf", "nan"):
         raise ValueError(x)
     return float(x)
+
+
+def _is_array(a) -> bool:
+    return a is not None and hasattr(a, "shape")
 
 
 def _same(a, b) -> bool:

@@ -119,3 +119,47 @@ def test_float_masks_other_than_zero_and_minus_infinity_are_refused():
     torch.testing.assert_close(got, want, rtol=0, atol=0)
     with pytest.raises(ValueError, match="float attention mask with values other than 0"):
         adapter.attention_forward(layer, q, k, k, additive + 0.5, scaling=1.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_half_precision_is_as_close_to_float64_as_eager(name, dtype):
+    # both round; the float64 model is the reference each is measured against
+    batch = padded_batch(left=name != "bert")
+    real = real_positions(name, batch)
+    with softmax_in_input_dtype():
+        exact = run(build(name, attn="eager", dtype=torch.float64), name, batch)[real]
+    eager = run(build(name, attn="eager", dtype=dtype), name, batch)[real].double()
+    got = run(build(name, attn="qkv", dtype=dtype), name, batch)
+    assert got.dtype == dtype and torch.isfinite(got[real]).all()
+    eager_err = (eager - exact).square().mean().sqrt().item()  # RMS over every real logit
+    qkv_err = (got[real].double() - exact).square().mean().sqrt().item()
+    assert qkv_err <= 1.5 * eager_err, (qkv_err, eager_err)
+
+
+@pytest.mark.parametrize("name", [n for n in CAUSAL if n != "gemma2"])
+def test_a_nan_input_spreads_only_to_the_rows_that_see_it(name):
+    # NaN in one position's embedding: the rows that see it are NaN (as in eager); the rows
+    # before it are what eager computes on the prefix alone. Eager itself turns every row NaN:
+    # its additive mask adds −inf to the NaN score of a masked key, and NaN − inf is NaN,
+    # while qkv's contract says a masked key has no effect whatever it holds.
+    model, eager = build(name, attn="qkv"), build(name, attn="eager")
+    ids = torch.randint(3, 90, (1, 6), generator=torch.Generator().manual_seed(0))
+    emb = model.get_input_embeddings()(ids).detach().clone()
+    emb[0, 3, 0] = float("nan")
+    with torch.no_grad():
+        got = model(inputs_embeds=emb).logits[0]
+        prefix = eager(inputs_embeds=emb[:, :3]).logits[0]
+    assert torch.isnan(got[3:]).any(-1).all()
+    torch.testing.assert_close(got[:3], prefix, rtol=0, atol=1e-5)
+
+
+def test_a_nan_input_makes_the_same_rows_nan_as_eager_on_bidirectional_attention():
+    model, eager = build("bert", attn="qkv"), build("bert", attn="eager")
+    ids = torch.randint(3, 90, (1, 6), generator=torch.Generator().manual_seed(0))
+    emb = model.get_input_embeddings()(ids).detach().clone()
+    emb[0, 3, 0] = float("nan")
+    with torch.no_grad():
+        got = model(inputs_embeds=emb).logits[0]
+        want = eager(inputs_embeds=emb).logits[0]
+    assert torch.equal(torch.isnan(got).any(-1), torch.isnan(want).any(-1))

@@ -118,4 +118,4 @@ def test_heads_without_text_or_taxonomy_is_one_line(monkeypatch, minilm):
 
     monkeypatch.setattr(common, "load_model", {"minilm-l6": minilm}.__getitem__)
     result = CliRunner().invoke(main, ["heads", "--model", "minilm-l6"])
-    assert result.exit_code == 2 and "--text is required" in result.output
+    assert result.exit_code == 2 and "--text or --text-file is required" in result.output

@@ -36,6 +36,7 @@ def _configs():
             **SMALL, use_sliding_window=True, sliding_window=3, max_window_layers=1
         ),
         "mistral": lambda: t.MistralConfig(**SMALL, sliding_window=3),
+        "gemma": lambda: t.GemmaConfig(**SMALL, head_dim=8),
         "gemma2": lambda: t.Gemma2Config(
             **SMALL,
             head_dim=8,
@@ -74,7 +75,7 @@ def _configs():
 
 
 CONFIGS = _configs()
-CAUSAL = ("llama", "qwen2", "mistral", "gemma2", "gemma3", "phi3", "gpt2", "gpt_oss")
+CAUSAL = ("llama", "qwen2", "mistral", "gemma", "gemma2", "gemma3", "phi3", "gpt2", "gpt_oss")
 
 
 def build(name: str, *, attn: str, dtype=torch.float32, seed: int = 0, config=None):
@@ -142,23 +143,39 @@ def softmax_in_input_dtype():
         torch.nn.functional.softmax = original
 
 
-def save_local(name: str, path, *, safetensors: bool = True, config=None):
-    """Save a tiny model of architecture ``name`` and a word-level tokenizer over its vocabulary
-    (tokens "w0" … "w96", split on spaces) as a local transformers directory; return the model
-    (eager attention) the directory holds."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
+def word_tokenizer(*, mark: str = ""):
+    """A tokenizer over the tiny vocabulary: words "w0" … "w96" split on spaces. ``mark`` spells
+    each word with a space before it as a subword vocabulary does: "Ġ" (byte-level BPE: the
+    vocabulary holds "Ġw5" for " w5") or "▁" (SentencePiece)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
+    vocab = {f"{mark}w{i}": i for i in range(VOCAB)}
+    unk = f"{mark}w0"
+    tok = Tokenizer(models.WordLevel(vocab, unk_token=unk))
+    if mark == "Ġ":
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.WhitespaceSplit(),
+                pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=False),
+            ]
+        )
+        tok.decoder = decoders.ByteLevel()
+    elif mark == "▁":
+        tok.pre_tokenizer = pre_tokenizers.Metaspace()
+        tok.decoder = decoders.Metaspace()
+    else:
+        tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok, unk_token=unk, pad_token=unk)
+
+
+def save_local(name: str, path, *, safetensors: bool = True, config=None, mark: str = ""):
+    """Save a tiny model of architecture ``name`` and ``word_tokenizer(mark=mark)`` as a local
+    transformers directory; return the model (eager attention) the directory holds."""
     model = build(name, attn="eager", config=config)
     model.save_pretrained(path)
     if not safetensors:  # the pickle format transformers used to write
         for f in path.glob("*.safetensors"):
             f.unlink()
         torch.save(model.state_dict(), path / "pytorch_model.bin")
-    vocab = {f"w{i}": i for i in range(VOCAB)}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="w0"))
-    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    fast = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, unk_token="w0", pad_token="w0"
-    )
-    fast.save_pretrained(path)
+    word_tokenizer(mark=mark).save_pretrained(path)
     return model

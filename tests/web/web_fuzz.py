@@ -22,7 +22,10 @@ def fuzz(schema, mode: GenerationMode, examples: int) -> list[int]:
         suppress_health_check=list(HealthCheck),
     )
     def check(case):
-        response = case.call_and_validate(checks=[not_a_server_error, response_schema_conformance])
+        response = case.call_and_validate(
+            checks=[not_a_server_error, response_schema_conformance],
+            timeout=120,  # a model run on a loaded machine can take seconds: no read timeout
+        )
         statuses.append(response.status_code)
 
     check()

@@ -28,8 +28,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-import qkv
 from qkv import masks
+from qkv.attention import attention
 
 PEERS = (
     "qkv auto",
@@ -120,7 +120,7 @@ def make_runner(peer: str, cfg: Config, q, k, v):
     causal = cfg.causal or cfg.decode  # decoding: bottom-right causal, i.e. every key
     if peer in ("qkv auto", "qkv fused", "qkv blocked", "qkv reference"):
         backend = peer.split()[1]
-        return lambda: qkv.attention(q, k, v, causal=causal, backend=backend)
+        return lambda: attention(q, k, v, causal=causal, backend=backend)
     if peer == "naive numpy":
         return lambda: _naive(q, k, v, causal and not cfg.decode)
     import torch
@@ -139,7 +139,7 @@ def make_runner(peer: str, cfg: Config, q, k, v):
 
         return math_kernel
     if peer == "qkv auto·torch":
-        return lambda: qkv.attention(tq, tk, tv, causal=causal)
+        return lambda: attention(tq, tk, tv, causal=causal)
     raise ValueError(f"peer must be one of {PEERS}, got {peer!r}")
 
 
@@ -167,7 +167,7 @@ def float64_reference(cfg: Config, q, k, v) -> np.ndarray:
     if cfg.causal or cfg.decode:
         mask = masks.causal(cfg.L, cfg.T)[rows]  # (rows, T), bottom-right
     q64, k64, v64 = (a.astype(np.float64) for a in (q[:, rows], k, v))
-    return qkv.attention(q64, k64, v64, mask=mask, backend="reference")
+    return attention(q64, k64, v64, mask=mask, backend="reference")
 
 
 def max_error(out, cfg: Config, expected) -> float:

@@ -36,6 +36,8 @@ COMMANDS = {
         "bench",
         "export",
         "patch",
+        "attribute",
+        "trace",
     )
 }
 
@@ -151,6 +153,9 @@ def main(ctx: click.Context):
       qkv serve --open                         the interactive simulator in your browser
       qkv export --preset bank -o bank.html    the simulator's panels in one offline HTML file
       qkv heads --model minilm-l6 --text "The bank raised rates"   a real model's heads
+      qkv attribute --text "When Mary and John went to the store, John gave a drink to" \\
+          --target ␣Mary --baseline ␣John          which heads wrote the next token
+      qkv trace --text-file essay.txt -o essay.qkvtrace   a long text's trace, for qkv.load
       qkv lab scaling --png scaling.png        check a tutorial's claim with numbers
       qkv quiz --topic softmax                 practise: exercises with hints and a score
       qkv ring -n 2 --T 4096                   ring attention over 2 local processes

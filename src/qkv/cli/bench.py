@@ -119,6 +119,16 @@ def _sizes(_ctx, _param, value: str) -> list[int]:
 )
 @click.option("--retune", is_flag=True, help="Like --tune, after forgetting the cached choice.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option(
+    "--trace",
+    "trace_tokens",
+    is_flag=False,
+    flag_value="2048,8192",
+    default=None,
+    metavar="[TOKENS]",
+    help="Instead: a lazy trace of SmolLM2 (all layers) at these token counts (default "
+    "2048,8192): bytes held, peak memory, traced ÷ untraced time, one head's read time.",
+)
 def bench(
     T,
     heads,
@@ -139,6 +149,7 @@ def bench(
     tune,
     retune,
     as_json,
+    trace_tokens,
 ):
     """Time exact attention: qkv's kernels and reference, naive NumPy, torch SDPA and math.
 
@@ -158,6 +169,8 @@ def bench(
         from qkv.bench import tuned
 
         return _show(tuned.report(retune=retune), tuned.render, as_json)
+    if trace_tokens is not None:
+        return _trace(trace_tokens, as_json)
     if model_name is not None:
         return _model(model_name, quick, hf, as_json)
     if hf:
@@ -218,6 +231,21 @@ def _model(name: str, quick: bool, hf: bool, as_json: bool) -> None:
         ),
         as_json,
     )
+
+
+def _trace(tokens: str, as_json: bool) -> None:
+    """``--trace``: what a lazy trace of a long text costs (``qkv.bench.trace``)."""
+    from qkv.bench import trace
+
+    try:
+        counts = [int(t) for t in tokens.split(",") if t.strip()]
+    except ValueError:
+        raise CliError(f"--trace: expected comma-separated token counts, got {tokens!r}") from None
+    try:
+        report = trace.run_trace(counts, show_progress=not as_json)
+    except ValueError as e:
+        raise CliError(f"--trace {tokens}: {e}") from None
+    _show(report, trace.render_trace, as_json)
 
 
 def _show(report: dict, draw, as_json: bool) -> None:

@@ -3,6 +3,7 @@ and paths, and loading a real model with a spinner."""
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 
@@ -11,6 +12,7 @@ import click
 from qkv.cli.errors import CliError
 
 FORMATS = ("rich", "plain", "markdown", "json")
+TEXT_FILE_BYTES = 8 << 20  # a model's whole context (8,192 tokens) is ~40 kB of text
 SEED = click.IntRange(0, 2**32 - 1)  # what every seeded generator (NumPy, torch) accepts
 
 
@@ -28,9 +30,9 @@ class FilePath(click.Path):
 
 
 def format_option(*, json_ok: bool = True):
-    """The --format option every command shares."""
+    """The --format option every command shares, and --json (the same as --format json)."""
     choices = FORMATS if json_ok else FORMATS[:-1]
-    return click.option(
+    option = click.option(
         "--format",
         "fmt",
         type=click.Choice(choices),
@@ -41,6 +43,71 @@ def format_option(*, json_ok: bool = True):
         + ("; json: machine-readable." if json_ok else ".")
         + "  Example: --format markdown",
     )
+    if not json_ok:
+        return option
+
+    def decorate(f):
+        @functools.wraps(f)
+        def command(*args, as_json=False, **kwargs):
+            if as_json:
+                kwargs["fmt"] = "json"
+            return f(*args, **kwargs)
+
+        return option(json_option(command))
+
+    return decorate
+
+
+def json_option(f):
+    """--json: print machine-readable JSON instead of tables (the command gets ``as_json``)."""
+    return click.option(
+        "--json", "as_json", is_flag=True, help="Print JSON instead of tables (--format json)."
+    )(f)
+
+
+def text_options(help_text: str):
+    """--text TEXT and --text-file FILE (``-`` reads standard input): the command gets ``text``,
+    the file's UTF-8 text (a final newline dropped), or None when neither is given."""
+
+    def decorate(f):
+        @functools.wraps(f)
+        def command(*args, text_file=None, **kwargs):
+            if text_file is not None:
+                if kwargs.get("text") is not None:
+                    raise CliError("give --text or --text-file, not both")
+                kwargs["text"] = read_text(text_file, "--text-file")
+            return f(*args, **kwargs)
+
+        command = click.option(
+            "--text-file",
+            "text_file",
+            type=click.Path(dir_okay=False, allow_dash=True),
+            metavar="FILE",
+            help="Read the text from FILE (UTF-8; - reads standard input) instead of --text.",
+        )(command)
+        return click.option("--text", metavar="TEXT", help=help_text)(command)
+
+    return decorate
+
+
+def read_text(path: str, option: str) -> str:
+    """The UTF-8 text of ``path`` (``-``: standard input), at most ``TEXT_FILE_BYTES``, with one
+    final newline dropped; a CliError naming ``option`` otherwise."""
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(TEXT_FILE_BYTES + 1)  # read at call time (test runners)
+        else:
+            with open(path, "rb") as f:
+                data = f.read(TEXT_FILE_BYTES + 1)
+    except OSError as e:
+        raise CliError(f"{option}: cannot open {path!r}: {e.strerror or e}") from None
+    if len(data) > TEXT_FILE_BYTES:
+        raise CliError(f"{option} {path}: more than {TEXT_FILE_BYTES >> 20} MB of text")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CliError(f"{option} {path}: not UTF-8 text (byte {e.start})") from None
+    return text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith("\n") else text
 
 
 def echo_sections(sections, fmt: str) -> None:

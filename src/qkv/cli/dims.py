@@ -11,26 +11,49 @@ from qkv.cli.common import echo_sections, format_option
 from qkv.cli.errors import CliError
 from qkv.explain.dims import MODELS, AttentionDims, model, sections
 
+MAX_SIZE = 2**53  # every count the report derives from sizes this large is exact and finite
+
+
+class Size(click.ParamType):
+    """A whole number of at most MAX_SIZE in size; a larger one is one line naming the option
+    (AttentionDims checks that it is ≥ 1). Click's int would let 10**400 reach an OverflowError."""
+
+    name = "integer"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        text = str(value).strip()
+        if not text.lstrip("+-").isdigit():
+            self.fail(f"{text[:40]!r} is not a whole number", param, ctx)
+        digits = len(text.lstrip("+-0"))
+        if digits <= len(str(MAX_SIZE)) and abs(int(text)) <= MAX_SIZE:
+            return int(text)
+        sign = "a negative" if text.startswith("-") else "a"
+        got = f"{int(text):,}" if digits <= 30 else f"{sign} number of {digits:,} digits"
+        option = param.opts[0] if param is not None else "a size"
+        raise CliError(f"{option} must be a whole number from 1 to 2**53 = {MAX_SIZE:,}, got {got}")
+
 
 @click.command(short_help="Sizes, parameters, FLOPs and memory of a configuration.")
-@click.option("--d-model", type=int, metavar="N", help="Width of x.  Example: --d-model 768")
-@click.option("--n-heads", type=int, metavar="H", help="Query heads.  Example: --n-heads 12")
+@click.option("--d-model", type=Size(), metavar="N", help="Width of x.  Example: --d-model 768")
+@click.option("--n-heads", type=Size(), metavar="H", help="Query heads.  Example: --n-heads 12")
 @click.option(
     "--n-kv-heads",
-    type=int,
+    type=Size(),
     metavar="G",
     help="K/V heads, fewer than H for grouped-query attention (default: H).  "
     "Example: --n-kv-heads 3",
 )
 @click.option(
     "--context",
-    type=int,
+    type=Size(),
     metavar="T",
     help="Tokens attended over (default 1024, or the model's own).  Example: --context 4096",
 )
 @click.option(
     "--layers",
-    type=int,
+    type=Size(),
     metavar="N",
     help="Attention layers (default 1, or the model's own).  Example: --layers 12",
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import click
@@ -13,6 +14,7 @@ from qkv.cli.common import (
     local_model_or_error,
     model_or_error,
     positive_float,
+    text_options,
 )
 from qkv.cli.errors import CliError
 from qkv.explain import scenes
@@ -21,7 +23,16 @@ from qkv.explain import scenes
 def _token(text: str | None):
     if text is None:
         return None
-    return int(text) if text.lstrip("-").isdigit() else text
+    return int(_index(text)) if text.lstrip("-").isdigit() else text
+
+
+def _index(select: str) -> str:
+    """--select as given, refused when it is a negative index: positions run from 0 (the
+    pickers would count a negative one from the end, which no message offers)."""
+    text = select.strip()
+    if text.startswith("-") and text[1:].isdigit() and int(text) < 0:
+        raise CliError(f"--select: a token index must be ≥ 0 (positions run from 0), got {select}")
+    return select
 
 
 def _labelled(tokens, select: str | None) -> int | None:
@@ -124,7 +135,8 @@ def _labelled(tokens, select: str | None) -> int | None:
     "--text, --layer and --head.  Example: --checkpoint minigpt.npz --text "
     "'the key to the cabinets ___' --layer 1 --head 0",
 )
-@click.option("--text", metavar="TEXT", help="The sentence to run through --model or --checkpoint.")
+@text_options("The text to run through --model (up to its context; past 64 tokens a summary "
+              "is printed) or --checkpoint.")  # fmt: skip
 @click.option(
     "--layer",
     type=int,
@@ -169,6 +181,7 @@ def explain(
       qkv explain --png weights.png
       qkv explain --model smollm2-135m --text "The cat sat on the mat" --layer 3 --head 2
       qkv explain --model minilm-l6 --text "The bank raised rates" --select bank --png w.png
+      qkv explain --model smollm2-135m --text-file essay.txt --layer 5 --select 100
     """
     positive_float("--temperature", temperature)
     extra = _extra_steps(softcap, sink, alibi)
@@ -224,7 +237,7 @@ def explain(
     from qkv.explain.format import Section
     from qkv.explain.walkthrough import labels, walkthrough
 
-    weights = {"W_Q": scene.W_Q, "W_K": scene.W_K, "W_V": scene.W_V}
+    projections = {"W_Q": scene.W_Q, "W_K": scene.W_K, "W_V": scene.W_V}
     settings = [
         f"query: {labels(scene.tokens, len(scene.tokens))[i]} (position {i})",
         f"τ = {temperature:g}",
@@ -233,7 +246,7 @@ def explain(
         *(f"{name} {value:g}" for name, value in extra.items()),
     ]
     intro = Section(f"{scene.name}: {scene.title}", (scene.lesson, " · ".join(settings)))
-    echo_sections([intro, *walkthrough(trace, i, head=head, weights=weights)], fmt)
+    echo_sections([intro, *walkthrough(trace, i, head=head, projections=projections)], fmt)
 
 
 def _extra_steps(softcap, sink, alibi) -> dict:
@@ -300,7 +313,8 @@ def _explain_model(name, text, layer, select, head, fmt, png, allow_pickle=False
 
     if text is None:
         raise CliError(
-            "--model needs --text, e.g. --model smollm2-135m --text 'The cat sat on the mat'"
+            "--model needs --text or --text-file, e.g. --model smollm2-135m --text 'The cat "
+            "sat on the mat'"
         )
     bundled = name in models.NAMES
     model = (
@@ -309,7 +323,7 @@ def _explain_model(name, text, layer, select, head, fmt, png, allow_pickle=False
     if not 0 <= layer < model.n_layers:
         raise CliError(f"--layer must be in [0, {model.n_layers}) for {model.name}, got {layer}")
     try:
-        model.encode(text, limit=models.MAX_TRACE_TOKENS)
+        model.encode(text)  # the model's context is the only limit
         trace = (
             models.layer_trace(name, text, layer=layer, model=model)
             if bundled
@@ -349,9 +363,18 @@ def _explain_trace(trace, select, head, fmt, png, *, title: str, about: str):
     try:
         i = _labelled(tokens, select)
         if i is None:
-            i = len(tokens) - 1 if select is None else token_index(tokens, select)
+            i = len(tokens) - 1 if select is None else token_index(tokens, _index(select))
     except ValueError as e:
         raise CliError(f"--select: {e}") from None
+    from qkv.explain.summary import WALK_TOKENS, summary, summary_json
+
+    if len(tokens) > WALK_TOKENS:  # the query's heaviest keys, each head's statistics: never L × L
+        if png:
+            raise CliError(f"--png draws every cell of up to {WALK_TOKENS} tokens, got "
+                           f"{len(tokens)}: 'qkv heads --png' draws long texts pooled")  # fmt: skip
+        if fmt == "json":
+            return click.echo(json.dumps({"title": title, **summary_json(trace, i, head)}))
+        return echo_sections(summary(trace, i, head, title=title), fmt)
     if png:
         _write_png(trace, png, i, head, title)  # weights_png adds ", head H"
     if fmt == "json":

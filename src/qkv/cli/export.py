@@ -6,9 +6,12 @@ from __future__ import annotations
 import click
 
 from qkv import models
-from qkv.cli.common import FilePath, model_or_error, positive_float
+from qkv.cli.common import FilePath, model_or_error, positive_float, text_options
 from qkv.cli.errors import CliError
 from qkv.explain import scenes
+
+# Every query × head × layer is computed into the file: past this many tokens it grows too big.
+EXPORT_TOKENS = 64
 
 
 @click.command()
@@ -25,7 +28,7 @@ from qkv.explain import scenes
     type=click.Choice(models.names()),
     help="a pretrained model to run --text through instead of a scene",
 )
-@click.option("--text", default=None, help="the sentence for --model")
+@text_options(f"the sentence for --model (at most {EXPORT_TOKENS} tokens)")
 @click.option(
     "--select",
     default=None,
@@ -69,13 +72,13 @@ def export(preset, model_name, text, select, temperatures, layers, output):
         if preset is not None:
             raise CliError("--preset and --model exclude each other: export a scene or a model run")
         if not text or not text.strip():
-            raise CliError("--model needs --text: the sentence to run through the model")
+            raise CliError("--model needs --text or --text-file: the sentence to run through")
         m = model_or_error(model_name)
         bad = sorted(set(layers) - set(range(m.n_layers)))
         if bad:
             raise CliError(f"--layer must be in [0, {m.n_layers}) for {model_name}, got {bad}")
         try:
-            m.encode(text, limit=models.MAX_TRACE_TOKENS)
+            m.encode(text, limit=EXPORT_TOKENS)
             obj = m.trace(text, layers=sorted(set(layers)) or None)
         except ValueError as e:
             raise CliError(f"--text: {e}") from None

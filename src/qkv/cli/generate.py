@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 import click
 
-from qkv.cli.common import SEED, model_or_error
+from qkv.cli.common import SEED, model_or_error, read_text
 from qkv.cli.errors import CliError
 
 
@@ -22,6 +23,13 @@ from qkv.cli.errors import CliError
 @click.argument("text", required=False, metavar="[PROMPT]")
 @click.option(
     "--prompt", metavar="TEXT", help="what the model continues (or give it as the argument PROMPT)"
+)
+@click.option(
+    "--text-file",
+    "text_file",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    metavar="FILE",
+    help="read the prompt from FILE (UTF-8; - reads standard input)",
 )
 @click.option("--max-new-tokens", default=48, show_default=True, type=click.IntRange(1, 4096))
 @click.option(
@@ -44,10 +52,10 @@ from qkv.cli.errors import CliError
     show_default=True,
     help="wrap the prompt in the model's chat template, or continue it as raw text",
 )
-def generate(text, model_name, prompt, max_new_tokens, temperature, top_k, seed, chat):
+def generate(text, model_name, prompt, text_file, max_new_tokens, temperature, top_k, seed, chat):
     """Stream the model's continuation of PROMPT, token by token (qkv's attention, KV cache).
 
-    Give the prompt as the argument or with --prompt, not both.
+    Give the prompt once: as the argument, with --prompt, or in a file with --text-file.
 
     \b
     Examples:
@@ -55,10 +63,16 @@ def generate(text, model_name, prompt, max_new_tokens, temperature, top_k, seed,
       qkv generate "The capital of France is" --raw --max-new-tokens 5
       qkv generate --prompt "What is the capital of France?"
       qkv generate --prompt "Once upon a time" --raw --temperature 0.8 --top-k 40 --seed 1
+      qkv generate --text-file story.txt --raw --max-new-tokens 100
     """
+    if text_file is not None:
+        if text is not None or prompt is not None:
+            raise CliError("give the prompt once: as the argument, with --prompt or --text-file")
+        prompt = read_text(text_file, "--text-file")
     if text is None and prompt is None:
         raise CliError(
-            'give a prompt, e.g. qkv generate "The capital of France is" (or --prompt TEXT)'
+            'give a prompt, e.g. qkv generate "The capital of France is" (or --prompt TEXT, '
+            "or --text-file FILE)"
         )
     if text is not None and prompt is not None:
         raise CliError(
@@ -66,6 +80,8 @@ def generate(text, model_name, prompt, max_new_tokens, temperature, top_k, seed,
             f"{text!r} and --prompt {prompt!r}"
         )
     prompt = prompt if text is None else text
+    if not math.isfinite(temperature):  # click's FloatRange lets nan and inf through
+        raise CliError(f"--temperature must be a finite number ≥ 0 (0 = greedy), got {temperature}")
     m = model_or_error(model_name)
     try:
         stream = m.generate(

@@ -7,7 +7,7 @@ import math
 
 import click
 
-from qkv.cli.common import echo_sections, format_option
+from qkv.cli.common import echo_sections, format_option, text_options
 from qkv.cli.errors import CliError
 
 
@@ -71,7 +71,7 @@ def spec_from_options(ablate, mean, tau, pin, knockout) -> dict:
     help="a bundled causal model (smollm2-135m), a local transformers directory, or a "
     "hub id (owner/name: the local cache, else downloaded)",
 )
-@click.option("--text", required=True, help="the prompt whose next token is predicted")
+@text_options("the prompt whose next token is predicted (or --text-file)")
 @click.option("--ablate", multiple=True, metavar="L.H", help="set head H of layer L's z to 0")
 @click.option(
     "--mean-ablate",
@@ -111,12 +111,15 @@ def patch(model_spec, text, ablate, mean, pin, tau, knockout, top_k, allow_pickl
 
     Heads are LAYER.HEAD (0-based, layers in the order the model runs them); LAYER alone
     means every head. KL is KL(before ‖ after) in nats: 0 when the edit changes nothing.
+    Tokens are the model's text with edge spaces shown as ␣ ("␣Mary" is " Mary").
 
     \b
     Examples:
       qkv patch --text "The capital of France is" --ablate 3.4 --tau 5.1=0.5
       qkv patch --model ./my-llama --text "1 2 3 1 2" --pin 2.0 --knockout 1=0
     """
+    if text is None:
+        raise CliError("give the prompt with --text or --text-file")
     spec = spec_from_options(ablate, mean, tau, pin, knockout)
     try:
         from qkv.hf import compare, loading, local
@@ -147,9 +150,10 @@ def patch(model_spec, text, ablate, mean, pin, tau, knockout, top_k, allow_pickl
         )
         return
     from qkv.explain.format import Table, section
+    from qkv.explain.tokens import visible
 
     rows = tuple(
-        (str(i + 1), repr(b[0]), f"{b[1]:.4f}", repr(a[0]), f"{a[1]:.4f}")
+        (str(i + 1), visible(b[0]), f"{b[1]:.4f}", visible(a[0]), f"{a[1]:.4f}")
         for i, (b, a) in enumerate(zip(report.before, report.after, strict=False))
     )
     echo_sections(

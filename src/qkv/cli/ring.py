@@ -49,7 +49,8 @@ def ring(world_size, T, heads, d, causal, dtype, grad, timeout, fmt):
     Prints the max abs difference from the float64 single-process result, the time of the ring
     and of one process, the bytes each rank sent (against (N−1)/N of K and V) and each rank's
     peak memory growth. Exits with status 1 when the difference exceeds the tolerance (float64:
-    1e-10; float32: twice the float32 single-process error).
+    1e-10; float32: twice the float32 single-process error plus a bound on the rounding the
+    ring's merges add: qkv.distributed.check.float32_tolerance).
 
     \\b
     Examples:
@@ -66,13 +67,10 @@ def ring(world_size, T, heads, d, causal, dtype, grad, timeout, fmt):
     except RuntimeError as e:
         raise CliError(str(e)) from None
     report = check.compare(results, setup)
-    tolerance = 1e-10 if dtype == "float64" else 2 * report["reference_error"] + 1e-7
     itemsize = 8 if dtype == "float64" else 4
     kv_bytes = 2 * heads * T * d * itemsize
     report.update(
         {
-            "tolerance": tolerance,
-            "ok": report["max_abs_diff"] <= tolerance,
             "single_process_seconds": single["seconds"],
             "single_process_peak_growth_bytes": single["peak_growth_bytes"],
             "kv_bytes": kv_bytes,

@@ -18,17 +18,28 @@ HELP = (
 )
 
 
-def show(model, *, seed: int = 0) -> None:
-    """Print the taxonomy of a bundled model (``qkv.models``) as rich tables."""
+def show(model, *, seed: int = 0, as_json: bool = False) -> None:
+    """Print the taxonomy of a model as rich tables, or as JSON: each kind's score per layer
+    and head, and the top heads of each kind."""
     try:
         from qkv.hf import taxonomy
     except ImportError as e:
         raise CliError(str(e)) from None
+    s = taxonomy.measure(model, seed=seed)
+    if as_json:
+        import json
+
+        import click
+
+        scores = {kind: getattr(s, kind).tolist() for kind in taxonomy.KINDS}
+        top = {kind: [list(t) for t in s.top(kind, 3)] for kind in taxonomy.KINDS}
+        click.echo(json.dumps({"model": model.name, "sequences": s.sequences, "half": s.half,
+                               "scores": scores, "top": top}))  # fmt: skip
+        return
     from rich import box
     from rich.console import Console
     from rich.table import Table
 
-    s = taxonomy.measure(model, seed=seed)
     console = Console(width=max(80, 13 * model.n_heads + 10))
     grid = Table(
         title=f"{model.name}: what each head does on {s.sequences} random sequences "

@@ -127,52 +127,58 @@ class AttentionDims:
         }
 
 
+def _by_name(*configs: AttentionDims) -> dict[str, AttentionDims]:
+    """Configurations keyed by their names."""
+    out: dict[str, AttentionDims] = {}
+    for m in configs:
+        assert m.name is not None, "a listed configuration needs a name"
+        out[m.name] = m
+    return out
+
+
 # The configurations the tutorials and the real models use. Layers are given where known.
-MODELS: dict[str, AttentionDims] = {
-    m.name: m
-    for m in (
-        AttentionDims(384, 12, name="andrea-12m", note="ANDREA-12M exercise (layers not given)"),
-        AttentionDims(
-            768,
-            12,
-            context=1024,
-            name="andrea-120m",
-            note="ANDREA-120M table: d_model 768, 12 heads, T = 1024 (layers not given)",
-        ),
-        AttentionDims(1536, 24, name="andrea-480m", note="ANDREA-480M exercise (layers not given)"),
-        AttentionDims(4096, 32, name="andrea-2b", note="ANDREA-2B exercise (layers not given)"),
-        AttentionDims(64, 4, name="mini-gpt", note="the Mini-GPT: no biases (layers not given)"),
-        AttentionDims(
-            768,
-            12,
-            context=1024,
-            layers=12,
-            qkv_bias=True,
-            out_bias=True,
-            name="gpt2-small",
-            note="GPT-2 small: biases on Q, K, V and W_O",
-        ),
-        AttentionDims(
-            384,
-            12,
-            context=512,
-            layers=6,
-            qkv_bias=True,
-            out_bias=True,
-            name="minilm-l6",
-            note="all-MiniLM-L6-v2 (BERT-style, biases)",
-        ),
-        AttentionDims(
-            576,
-            9,
-            n_kv_heads=3,
-            context=8192,
-            layers=30,
-            name="smollm2-135m",
-            note="SmolLM2-135M: grouped-query attention, no biases",
-        ),
-    )
-}
+MODELS = _by_name(
+    AttentionDims(384, 12, name="andrea-12m", note="ANDREA-12M exercise (layers not given)"),
+    AttentionDims(
+        768,
+        12,
+        context=1024,
+        name="andrea-120m",
+        note="ANDREA-120M table: d_model 768, 12 heads, T = 1024 (layers not given)",
+    ),
+    AttentionDims(1536, 24, name="andrea-480m", note="ANDREA-480M exercise (layers not given)"),
+    AttentionDims(4096, 32, name="andrea-2b", note="ANDREA-2B exercise (layers not given)"),
+    AttentionDims(64, 4, name="mini-gpt", note="the Mini-GPT: no biases (layers not given)"),
+    AttentionDims(
+        768,
+        12,
+        context=1024,
+        layers=12,
+        qkv_bias=True,
+        out_bias=True,
+        name="gpt2-small",
+        note="GPT-2 small: biases on Q, K, V and W_O",
+    ),
+    AttentionDims(
+        384,
+        12,
+        context=512,
+        layers=6,
+        qkv_bias=True,
+        out_bias=True,
+        name="minilm-l6",
+        note="all-MiniLM-L6-v2 (BERT-style, biases)",
+    ),
+    AttentionDims(
+        576,
+        9,
+        n_kv_heads=3,
+        context=8192,
+        layers=30,
+        name="smollm2-135m",
+        note="SmolLM2-135M: grouped-query attention, no biases",
+    ),
+)
 
 
 def model(name: str) -> AttentionDims:

@@ -49,16 +49,19 @@ class Formula(str):
     __slots__ = ()
 
 
+Block = str | Table  # a line of prose, a Formula (a str) or a table
+
+
 @dataclass(frozen=True)
 class Section:
     """One step of a narrative: a title and its body (see the module docstring)."""
 
     title: str
     lines: tuple[str, ...]
-    blocks: tuple = field(default=())  # str | Table, in order; () means "just the lines"
+    blocks: tuple[Block, ...] = field(default=())  # in order; () means "just the lines"
 
 
-def section(title: str, *blocks) -> Section:
+def section(title: str, *blocks: Block) -> Section:
     """A Section from text lines and tables in order; ``lines`` is filled from them."""
     lines: list[str] = []
     for b in blocks:
@@ -66,7 +69,7 @@ def section(title: str, *blocks) -> Section:
     return Section(title, tuple(lines), tuple(blocks))
 
 
-def _blocks(sec: Section):
+def _blocks(sec: Section) -> tuple[Block, ...]:
     return sec.blocks if sec.blocks else sec.lines
 
 

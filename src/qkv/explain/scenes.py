@@ -1,4 +1,4 @@
-"""Built-in scenes: small sentences with hand-chosen X and weights, each teaching one thing.
+"""Built-in scenes: small sentences with hand-chosen X and projection matrices, each teaching one thing.
 
 Single-head scenes keep W_Q, W_K, W_V as (d_model, d_k) matrices, exactly as the tutorials
 draw them; multi-head scenes use the (n_heads, d_model, d_head) layout of ``MultiHeadAttention``.

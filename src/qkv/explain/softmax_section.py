@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from qkv.explain.format import Formula, Table, section
+from qkv.explain.format import Block, Formula, Table, section
 from qkv.explain.numbers import fmt, rounded_sum
 from qkv.steps import entropy
 
@@ -34,7 +34,7 @@ def softmax_section(trace, i, rows, cols, pick, mask_row, head):
     }
     masked, w = row["masked"], row["weights"]
     S = w.shape[0]
-    blocks = []
+    blocks: list[Block] = []
     if is_default_scale(s):
         blocks.append(
             Formula(f"scaled = score ÷ √d_k = score ÷ √{d_k} = score ÷ {fmt(math.sqrt(d_k), 3)}")
@@ -170,9 +170,9 @@ def softmax_section(trace, i, rows, cols, pick, mask_row, head):
     return section(f"4. {title}", *blocks)
 
 
-def _optional_steps(row: dict, s: dict) -> list:
+def _optional_steps(row: dict, s: dict) -> list[Formula]:
     """The formula lines of soft-capping and the bias, when the trace has them."""
-    blocks = []
+    blocks: list[Formula] = []
     if "capped" in row:
         cap = s.get("softcap")
         c = "cap" if cap is None else fmt(cap, 3)

@@ -15,6 +15,7 @@ import math
 import numpy as np
 
 from qkv.explain.format import (
+    Block,
     Formula,
     Section,
     Table,
@@ -25,6 +26,7 @@ from qkv.explain.format import (
 )
 from qkv.explain.numbers import ROUNDED, dot_terms, equals, factor, fmt, vec
 from qkv.explain.softmax_section import is_default_scale, softmax_section, tau_text
+from qkv.explain.tokens import labels, select_label, visible
 from qkv.steps import kv_head
 
 __all__ = [
@@ -46,49 +48,6 @@ __all__ = [
 FULL_MATRIX_MAX = 36  # matrices with at most this many entries are printed in full
 
 
-def visible(token: str) -> str:
-    """A token with its edge spaces and line breaks made visible: " cat" -> "␣cat"."""
-    core = token.strip(" ")
-    lead, trail = len(token) - len(token.lstrip(" ")), len(token) - len(token.rstrip(" "))
-    if not core:
-        return "␣" * len(token)
-    return ("␣" * lead + core + "␣" * trail).replace("\n", "\\n").replace("\t", "\\t")
-
-
-def labels(tokens, n: int) -> list[str]:
-    """Row names for n positions: the token (edge spaces shown as ␣), with @position added
-    where a token repeats."""
-    toks = (
-        [visible(t) for t in tokens] if tokens and len(tokens) == n else [str(j) for j in range(n)]
-    )
-    return [t if toks.count(t) == 1 else f"{t}@{j}" for j, t in enumerate(toks)]
-
-
-def select_label(tokens, text: str) -> int | None:
-    """The position a row label names: "the@4" (token@position, as ``labels`` writes a repeated
-    token; the token may be written with or without its ␣) or a label exactly ("␣cat").
-    None when ``text`` is neither (the caller then looks for the token's text); a ValueError
-    when the position holds another token."""
-    tokens = list(tokens)
-    names = labels(tokens, len(tokens))
-    if text in names:
-        return names.index(text)
-    token, at, pos = text.rpartition("@")
-    if not (at and token and pos.isdigit()):
-        return None
-    j = int(pos)
-    if j >= len(tokens):
-        raise ValueError(
-            f"{text!r}: position {j} is past the last token; positions run 0-{len(tokens) - 1}"
-        )
-    here = tokens[j]
-    if token in (here, visible(here)) or token.strip().lower() == here.strip().lower():
-        return j
-    raise ValueError(
-        f"{text!r}: position {j} holds {visible(here)!r}, not {token!r}; choose one of {names}"
-    )
-
-
 def _matrix(
     a, rows: list[str], prefix: str, digits: int = 2, limit: int = 8, highlight: int | None = None
 ) -> Table:
@@ -103,23 +62,24 @@ def _matrix(
 
 
 def walkthrough(
-    trace, i: int, *, head: int | None = None, weights: dict | None = None
+    trace, i: int, *, head: int | None = None, projections: dict | None = None
 ) -> list[Section]:
     """The steps of attention for query i of a trace (one head when there are several).
 
-    weights: optional {"W_Q", "W_K", "W_V"} (2-D, or 3-D with heads first) to print the
+    projections: optional {"W_Q", "W_K", "W_V"} (2-D, or 3-D with heads first) to print the
     projections in full when they are small.
     """
     trace = trace.numpy()
     s = trace.settings
     heads = s.get("n_heads")
+    kv = None
     if not heads:
         head = None  # a trace without a head axis has one head; head= is ignored
-    elif head is None:
-        head = 0
-    if heads and not 0 <= head < heads:
-        raise ValueError(f"head must be in [0, {heads}), got {head}")
-    kv = kv_head(head, heads, s.get("n_kv_heads")) if heads else None
+    else:
+        head = 0 if head is None else head
+        if not 0 <= head < heads:
+            raise ValueError(f"head must be in [0, {heads}), got {head}")
+        kv = kv_head(head, heads, s.get("n_kv_heads"))
     pick = (lambda a: a[..., head, :, :]) if heads else (lambda a: a)
     pick_kv = (lambda a: a[..., kv, :, :]) if heads else (lambda a: a)
 
@@ -150,7 +110,7 @@ def walkthrough(
                 title, _matrix(x, rows, "x", highlight=i), f"selected query: {me} (position {i})"
             )
         )
-    sections.append(_projections(trace, i, rows, cols, where, pick, pick_kv, weights, head))
+    sections.append(_projections(trace, i, rows, cols, where, pick, pick_kv, projections, head))
     sections.append(_scores(trace, i, rows, cols, pick, pick_kv, mask_row))
     sections.append(softmax_section(trace, i, rows, cols, pick, mask_row, head))
     sections.append(_mix(trace, i, rows, cols, pick, pick_kv, head))
@@ -203,13 +163,13 @@ def formula(s: dict, *, biased: bool = False) -> list[str]:
     return lines
 
 
-def _projections(trace, i, rows, cols, where, pick, pick_kv, weights, head):
+def _projections(trace, i, rows, cols, where, pick, pick_kv, projections, head):
     q, k, v = pick(trace["q"]), pick_kv(trace["k"]), pick_kv(trace["v"])
     me = rows[i]
-    blocks = []
-    if weights and "x" in trace:
+    blocks: list[Block] = []
+    if projections and "x" in trace:
         x = trace["x"]
-        mats = {name: _head_matrix(weights, name, head) for name in ("W_Q", "W_K", "W_V")}
+        mats = {name: _head_matrix(projections, name, head) for name in ("W_Q", "W_K", "W_V")}
         for name, Wm in mats.items():
             if Wm.size <= FULL_MATRIX_MAX:
                 blocks.append(f"{name} ({Wm.shape[0]}×{Wm.shape[1]}):")
@@ -241,7 +201,7 @@ def _projections(trace, i, rows, cols, where, pick, pick_kv, weights, head):
     return section(f"2. projections: query, keys and values{where}", *blocks)
 
 
-def _rotary(trace, i, me, head, q) -> list[str]:
+def _rotary(trace, i, me, head, q) -> list[Block]:
     """Lines for a rotary model: q and k in the trace are after RoPE; the ``rope`` step holds
     them before rotation, the n_heads query heads then the n_kv_heads key heads."""
     before = trace["rope"][..., head, :, :][i]  # (d_head,)
@@ -256,12 +216,12 @@ def _rotary(trace, i, me, head, q) -> list[str]:
     ]
 
 
-def _head_matrix(weights, name: str, head) -> np.ndarray:
+def _head_matrix(projections, name: str, head) -> np.ndarray:
     """One head's (d_model, d_head) slice of W_Q, W_K or W_V (K/V heads shared in groups)."""
-    W = np.asarray(weights[name])
+    W = np.asarray(projections[name])
     if W.ndim == 2:
         return W
-    return W[kv_head(head, np.asarray(weights["W_Q"]).shape[0], W.shape[0])]
+    return W[kv_head(head, np.asarray(projections["W_Q"]).shape[0], W.shape[0])]
 
 
 def _scores(trace, i, rows, cols, pick, pick_kv, mask_row):
@@ -270,7 +230,7 @@ def _scores(trace, i, rows, cols, pick, pick_kv, mask_row):
     me = rows[i]
     S = scores.shape[0]
     table = Table(("key", f"score = q[{me}]·k"), tuple((cols[j], fmt(scores[j])) for j in range(S)))
-    blocks = [f"each key is compared with q[{me}] by a dot product:", table]
+    blocks: list[Block] = [f"each key is compared with q[{me}] by a dot product:", table]
     if S:
         shown = np.where(mask_row, scores, -np.inf)
         best = int(np.argmax(shown)) if mask_row.any() else int(np.argmax(scores))
@@ -301,7 +261,7 @@ def _mix(trace, i, rows, cols, pick, pick_kv, head):
             for j in range(S)
         ),
     )
-    blocks = [
+    blocks: list[Block] = [
         "each key hands back its value v, scaled by its weight:",
         table,
         "z adds those rows up, one dimension at a time:",
@@ -322,7 +282,7 @@ def _heads(trace, i, rows):
     H = s["n_heads"]
     head_out, out = trace["head_out"][..., i, :], trace["out"][i]  # (H, d_model), (d_model,)
     b_O = out - head_out.sum(axis=0)  # what the trace implies for the bias
-    blocks = [Formula(f"head {h}: z = {vec(trace['z'][h][i])}") for h in range(H)]
+    blocks: list[Block] = [Formula(f"head {h}: z = {vec(trace['z'][h][i])}") for h in range(H)]
     d_model = out.shape[-1]
     n = min(d_model, 8)
     body = [(f"head {h}: z·W_O^{h}", *(fmt(e) for e in head_out[h][:n])) for h in range(H)]

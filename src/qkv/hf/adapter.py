@@ -21,8 +21,8 @@ from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from qkv import checks, steps
-from qkv.attention import traced_steps
 from qkv.kernels import dispatch
+from qkv.reference import traced_steps
 
 NAME = "qkv"
 
@@ -152,11 +152,16 @@ def attention_forward(
         is_causal=is_causal,
     )
     active = session.current()
+    if active is not None:
+        active.see(module, p)
+        active = active if active.keeps_steps else None  # only watching: the kernels run it
     dropping = bool(dropout) and module.training
-    if active is None and not dropping and not kwargs.get("output_attentions"):
-        name = dispatch.choose("auto", p)
-        out = dispatch.run(name, p) if name != "reference" else traced_steps(p)[0]["z"]
-        return out.transpose(1, 2).contiguous(), None  # (B, H, L, d_v) -> (B, L, H, d_v)
+    fast = active is None or active.edits is None  # nothing to edit: a trace records lazily
+    if fast and not dropping and not kwargs.get("output_attentions"):
+        z, _ = dispatch.compute(p)
+        if active is not None:
+            active.record(module, p)  # q, k, v and the mask's rule; steps computed when read
+        return z.transpose(1, 2).contiguous(), None  # (B, H, L, d_v) -> (B, L, H, d_v)
     kept, settings = traced_steps(p)
     if active is not None:
         kept, settings = active.layer_call(module, p, kept, settings)

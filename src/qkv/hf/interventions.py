@@ -23,8 +23,9 @@ from dataclasses import dataclass
 import torch
 
 from qkv import checks, steps
-from qkv.attention import traced_steps
 from qkv.hf import session as sessions
+from qkv.hf.tokens import texts
+from qkv.reference import traced_steps
 
 _KEYS = ("tau", "knockout", "pin", "ablate")
 
@@ -222,7 +223,7 @@ def intervene(model, spec: dict):
 class NextToken:
     """The next-token distribution before and after the edits, at one position."""
 
-    before: list[tuple[str, float]]  # top-k (token, probability)
+    before: list[tuple[str, float]]  # top-k (token's text, probability)
     after: list[tuple[str, float]]
     kl: float  # KL(before ‖ after) in nats
     edits: list[str]
@@ -253,9 +254,5 @@ def compare(
 
 def _top(logp, k: int, tokenizer) -> list[tuple[str, float]]:
     values, ids = torch.topk(logp, min(k, logp.shape[-1]))
-    labels = (
-        tokenizer.convert_ids_to_tokens(ids.tolist())
-        if tokenizer is not None
-        else [str(i) for i in ids.tolist()]
-    )
+    labels = texts(tokenizer, ids.tolist())
     return [(str(t), math.exp(float(v))) for t, v in zip(labels, values, strict=False)]

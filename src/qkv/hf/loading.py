@@ -11,12 +11,14 @@ an explicit flag.
 
 from __future__ import annotations
 
+import pickle
 import re
 from pathlib import Path
 
 import torch
 import transformers
 
+from qkv.hf import gate
 from qkv.models import NAMES
 
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")  # owner/name, as the hub spells it
@@ -95,6 +97,7 @@ def load(spec: str, *, causal_lm: bool = True, allow_pickle: bool = False, dtype
             f"{spec} has no .safetensors weights; pickle .bin weights can run code "
             f"when loaded, so they load only with --allow-pickle"
         )
+    gate.check(path)  # config.json against the weights' headers, before anything is built
     auto = transformers.AutoModelForCausalLM if causal_lm else transformers.AutoModel
     common = dict(local_files_only=True, trust_remote_code=False)
     try:
@@ -102,11 +105,25 @@ def load(spec: str, *, causal_lm: bool = True, allow_pickle: bool = False, dtype
             path, attn_implementation="qkv", dtype=dtype, use_safetensors=has_safetensors, **common
         )
         tokenizer = transformers.AutoTokenizer.from_pretrained(path, **common)
-    except (OSError, ValueError, KeyError) as e:
+    except pickle.UnpicklingError as e:  # torch's safe loader refused it: it could run code
         raise ValueError(
-            f"could not load {spec} as a transformers model: {str(e).splitlines()[0]}"
+            f"could not load {spec}: its pickle weights hold what torch's safe loader refuses "
+            f"({_refusal(e)}); qkv loads pickle weights through that loader only"
         ) from None
+    except (OSError, ValueError, KeyError, RuntimeError) as e:  # (weights that do not fit)
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise ValueError(f"could not load {spec} as a transformers model: {first[:200]}") from None
     return model.eval(), tokenizer, display_name(spec)
+
+
+def _refusal(error: Exception) -> str:
+    """The reason in torch's safe-loader error, without its advice to load the file unsafely."""
+    for line in str(error).splitlines():
+        line = line.split("WeightsUnpickler error:")[-1].split(". Please")[0].strip()
+        advice = ("Weights only load failed", "Check the documentation", "(1)", "(2)", "Please")
+        if line and not line.startswith(advice):
+            return line[:200]
+    return type(error).__name__
 
 
 def display_name(spec: str) -> str:
@@ -116,7 +133,7 @@ def display_name(spec: str) -> str:
 
 
 class BundledTokenizer:
-    """A bundled model's tokenizer with the two calls qkv.hf's surfaces use."""
+    """A bundled model's tokenizer with the calls qkv.hf's surfaces use."""
 
     def __init__(self, own):
         self.own = own
@@ -124,7 +141,17 @@ class BundledTokenizer:
     def convert_ids_to_tokens(self, ids) -> list[str]:
         return self.own.tokenizer.labels(list(ids))
 
-    def __call__(self, text: str, return_tensors: str = "pt") -> dict:
-        ids, _ = self.own.encode(text)
+    def decode(self, ids, **_options) -> str:
+        """The text of ``ids`` (special tokens kept, as transformers' options ask here)."""
+        return self.own.tokenizer.decode([int(i) for i in ids])
+
+    def __call__(
+        self, text: str, return_tensors: str | None = "pt", add_special_tokens: bool = True
+    ) -> dict:
+        """``input_ids`` and ``attention_mask`` (1, L) tensors (lists when ``return_tensors``
+        is None); without special tokens the bare tokenizer's ids."""
+        ids = self.own.encode(text)[0] if add_special_tokens else self.own.tokenizer.encode(text)[0]
+        if return_tensors is None:
+            return {"input_ids": ids, "attention_mask": [1] * len(ids)}
         ids = torch.tensor([ids])
         return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}

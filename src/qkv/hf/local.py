@@ -14,6 +14,7 @@ import transformers
 
 from qkv.hf import loading
 from qkv.hf.session import attention_layers
+from qkv.hf.tokens import texts
 from qkv.hf.tracing import HFRun, trace
 from qkv.models import NAMES
 
@@ -58,10 +59,10 @@ class LocalModel:
         limit = self.max_tokens if limit is None else limit
         if limit is not None and len(ids) > limit:
             raise ValueError(
-                f"text is {len(ids)} tokens long; a trace keeps every step of every "
-                f"layer, so it reads at most {limit} tokens: shorten the text"
+                f"text is {len(ids)} tokens long; {self.name} reads at most {limit} "
+                f"tokens: shorten the text"
             )
-        return ids, list(self.tokenizer.convert_ids_to_tokens(ids))
+        return ids, texts(self.tokenizer, ids)
 
     def weights_of_ids(self, ids) -> np.ndarray:
         """Every layer's weights for a batch of token ids (B, L): (B, n_layers, n_heads, L, L),
@@ -104,7 +105,8 @@ class LocalModel:
 def open_dir(path, *, allow_pickle: bool = False) -> LocalModel:
     """Load the transformers model directory ``path`` (``config.json`` plus weights), or the
     hub id ``path`` (owner/name, see ``qkv.hf.loading.locate``), without its LM head;
-    ValueError when it is neither, or holds only pickle weights and ``allow_pickle`` is False."""
+    ValueError when it is neither, holds only pickle weights and ``allow_pickle`` is False, or
+    its config.json asks for more than its weights hold (``qkv.hf.gate``, before building)."""
     spec = str(path)
     if spec in NAMES:
         raise ValueError(f"{spec} is a bundled model: load it with qkv.models.load({spec!r})")

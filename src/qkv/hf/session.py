@@ -54,16 +54,32 @@ def check_uses_qkv(model) -> None:
 class Session:
     """The recorder and the edits that the attention function applies while it is active.
 
-    ``recorder(index, module, kept, settings)`` receives every layer's steps; ``edits`` is a
-    ``qkv.hf.interventions.Edits`` (or None).
+    ``recorder(index, module, kept, settings)`` receives every layer's steps where they were
+    computed (edits, ``output_attentions``, dropout), ``recorder.record(index, p)`` the checked
+    problem of a layer that ran the fast kernels; ``edits`` is a
+    ``qkv.hf.interventions.Edits`` (or None); ``watch(index, module, p)`` sees every layer's
+    checked problem before any step is computed. A session that only watches leaves the layers
+    to the kernels (no step is kept).
     """
 
-    def __init__(self, model, *, recorder=None, edits=None):
+    def __init__(self, model, *, recorder=None, edits=None, watch=None):
         self.model = model
         self.layers = attention_layers(model)
         self.index = {id(m): i for i, (_, m) in enumerate(self.layers)}
         self.recorder = recorder
         self.edits = edits
+        self.watch = watch
+
+    @property
+    def keeps_steps(self) -> bool:
+        """Whether a layer's steps are recorded or edited (else the kernels compute it)."""
+        return self.recorder is not None or self.edits is not None
+
+    def see(self, module, p) -> None:
+        """Show this layer's checked problem to the watcher, if any."""
+        index = self.index.get(id(module))
+        if self.watch is not None and index is not None:
+            self.watch(index, module, p)
 
     def layer_call(self, module, p, kept, settings):
         """Apply this layer's edits to its steps, record them; return (kept, settings)."""
@@ -76,6 +92,13 @@ class Session:
             self.recorder(index, module, kept, settings)
         return kept, settings
 
+    def record(self, module, p) -> None:
+        """Hand this layer's checked problem to the recorder, which keeps it as a lazy trace
+        (the model ran the fast kernels; no step was kept)."""
+        index = self.index.get(id(module))
+        if index is not None and self.recorder is not None:
+            self.recorder.record(index, p)
+
     @contextlib.contextmanager
     def active(self):
         token = _ACTIVE.set(self)
@@ -85,10 +108,11 @@ class Session:
             _ACTIVE.reset(token)
 
 
-def joined(model, *, recorder=None, edits=None) -> Session:
-    """A session for ``model`` that keeps what an enclosing session records or edits."""
+def joined(model, *, recorder=None, edits=None, watch=None) -> Session:
+    """A session for ``model`` that keeps what an enclosing session records, edits or watches."""
     outer = current()
     if outer is not None and outer.model is model:
         recorder = recorder or outer.recorder
         edits = edits or outer.edits
-    return Session(model, recorder=recorder, edits=edits)
+        watch = watch or outer.watch
+    return Session(model, recorder=recorder, edits=edits, watch=watch)

@@ -8,6 +8,12 @@
 page show it) for the first sequence of the first forward call; ``run.batch`` holds one per
 sequence, ``run.calls`` every forward call's batched traces (``generate`` makes one call per new
 token), ``run.names`` each layer's module name.
+
+The model runs its fast kernels while it is traced: each layer's trace is a
+``qkv.lazy.LazyTrace`` that keeps x, q, k, v, out and the mask as a rule (padding, causal, a
+sliding window: ``masks.infer``) and computes the other steps when they are read. A sequence's
+trace in ``run.batch`` is a view of its call's arrays (padding cut off), never a copy. Layers
+whose steps were computed anyway (edits, ``output_attentions``, dropout) keep them as they are.
 """
 
 from __future__ import annotations
@@ -17,8 +23,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from qkv import masks
 from qkv.hf import session as sessions
+from qkv.hf.tokens import texts
+from qkv.lazy import LazyTrace
 from qkv.models.result import ModelTrace
+from qkv.tiles import Source
 from qkv.trace import Trace, to_numpy
 
 # Steps whose axis -1 runs over keys (cut with the keys when padding is dropped).
@@ -46,6 +56,9 @@ def sequence(trace: Trace, b: int, keep: np.ndarray, tokens: list[str], total: i
     other layers (cross-attention, a decoder's own positions) keep every position."""
     L, S = trace.settings["L"], trace.settings["S"]
     same = L == S == total
+    if isinstance(trace, LazyTrace):
+        labels = list(tokens) if same else None
+        return trace.sequence(b, keep if same else None, tokens=labels, key_tokens=labels)
     steps = {}
     for name, a in trace.steps.items():
         a = np.asarray(a)[b]
@@ -75,11 +88,39 @@ class Recorder:
         self.calls: list[dict[int, Trace]] = []
         self.inputs: list[tuple] = []  # (input_ids, attention_mask) per call
         self.x: dict[int, object] = {}
-        self.out: dict[int, object] = {}
+        self.rules: dict[tuple, tuple] = {}  # a mask's memory -> (mask, its rule), this call
 
     def start_call(self, module, args, kwargs):
         self.calls.append({})
         self.inputs.append((_first_input(args, kwargs, "input_ids"), kwargs.get("attention_mask")))
+        self.rules = {}
+
+    def record(self, index, p):
+        """Keep a layer that ran the fast kernels as a lazy trace of its checked problem."""
+        if self.keep is not None and index not in self.keep:
+            return
+        stored = {"x": to_numpy(self.x.pop(index))} if index in self.x else {}
+        self._store(index, LazyTrace(Source.of(p, rule=self.rule(p)), stored=stored))
+
+    def rule(self, p) -> masks.Rule:
+        """The mask of problem ``p`` as a rule, worked out once per mask transformers built."""
+        L, S = p.q.shape[-2], p.k.shape[-2]
+        if p.mask is None:
+            return masks.Rule(L, S, causal=p.causal)
+        dense = to_numpy(p.mask)
+        key = (dense.__array_interface__["data"][0], dense.shape, dense.strides, p.causal)
+        if key not in self.rules:  # layers of one kind share the mask transformers built
+            rule = masks.infer(dense, L, S)
+            if p.causal is not None:  # the adapter passes causal only without a mask
+                rule = masks.Rule(L, S, mask=dense, causal=p.causal)
+            self.rules[key] = (p.mask, rule)  # the mask held, so its memory is not reused
+        return self.rules[key][1]
+
+    def _store(self, index, trace):
+        if not self.calls:
+            self.calls.append({})
+            self.inputs.append((None, None))
+        self.calls[-1][index] = trace
 
     def __call__(self, index, module, kept, settings):
         if self.keep is not None and index not in self.keep:
@@ -90,10 +131,7 @@ class Recorder:
         settings = dict(settings)
         if settings.get("mask") is not None:
             settings["mask"] = to_numpy(settings["mask"])
-        if not self.calls:
-            self.calls.append({})
-            self.inputs.append((None, None))
-        self.calls[-1][index] = Trace(steps, settings)
+        self._store(index, Trace(steps, settings))
 
     def layer_hooks(self, index):
         def before(module, args, kwargs):
@@ -105,15 +143,10 @@ class Recorder:
             out = output[0] if isinstance(output, tuple) else output
             trace = self.calls[-1].get(index) if self.calls else None
             if trace is not None and out is not None and "out" not in trace.steps:
-                trace.steps["out"] = to_numpy(out)
+                kept = trace.stored if isinstance(trace, LazyTrace) else trace.steps
+                kept["out"] = to_numpy(out)
 
         return before, after
-
-
-def _labels(ids, tokenizer) -> list[str]:
-    if tokenizer is not None:
-        return [str(t) for t in tokenizer.convert_ids_to_tokens(ids)]
-    return [str(i) for i in ids]
 
 
 def _finish(run: HFRun, rec: Recorder, tokenizer) -> None:
@@ -130,7 +163,7 @@ def _finish(run: HFRun, rec: Recorder, tokenizer) -> None:
     for b in range(ids.shape[0]):
         keep = np.flatnonzero(mask[b] != 0)
         row = [int(t) for t in ids[b, keep]]
-        labels = _labels(row, tokenizer)
+        labels = texts(tokenizer, row)
         layers = {i: sequence(t, b, keep, labels, ids.shape[1]) for i, t in traces.items()}
         run.batch.append(ModelTrace(run.model, labels, row, layers, None))
     first = run.batch[0]

@@ -36,11 +36,11 @@ from qkv.checks import Problem
 from qkv.kernels import fused
 from qkv.kernels.blocked import blocked_attention
 from qkv.kernels.torch_sdpa import torch_attention
+from qkv.reference import traced_steps
 
 BACKENDS = ("auto", "reference", "blocked", "fused", "torch")
 # Up to this many scores (heads·L·S) the reference's few whole-array operations beat the
-# kernel's per-tile bookkeeping (measured on 2 cores: 128×128 float32 0.27 vs 0.36 ms,
-# 181×181 0.87 vs 0.47 ms).
+# kernel's per-tile bookkeeping; `qkv bench --T 128,256` times both on this machine.
 SMALL_SCORES = 1 << 14
 
 
@@ -75,12 +75,28 @@ def choose(backend, p: Problem, *, return_trace=False) -> str:
     if backend != "auto":
         return backend
     heads = max(math.prod(p.q.shape[:-2]), math.prod(p.k.shape[:-2]))  # (..., H, L, d) -> ...·H
-    decoding = p.q.shape[-2] == 1  # measured: fused 33 µs vs reference 61 µs at S = 64, 9 heads
+    decoding = p.q.shape[-2] == 1  # one compiled loop beats the reference's array steps
     if fused.available() and (decoding or heads * p.q.shape[-2] * p.k.shape[-2] > SMALL_SCORES):
-        return "fused"  # measured faster than blocked on every kind (see kernels/fused.py)
+        return "fused"  # the blocked plan with one compiled pass per tile (`qkv bench` compares)
     if heads * p.q.shape[-2] * p.k.shape[-2] <= SMALL_SCORES:
         return "reference"
     return "blocked"
+
+
+def compute(p: Problem, backend="auto", *, return_trace=False):
+    """The one way through for every attention call (``qkv.attention``, ``MultiHeadAttention``,
+    the models, the transformers adapter): choose the backend, run it, and let the reference's
+    steps decide where the kernel cannot vouch for its answer (NaN rows, the overflow error).
+
+    Returns ``(z, None)``, or ``(z, (steps, settings))`` when the reference ran and kept its
+    steps (always with ``return_trace=True``)."""
+    name = choose(backend, p, return_trace=return_trace)
+    if name != "reference":
+        z = run(name, p)
+        if z is not None:
+            return z, None
+    kept, settings = traced_steps(p)
+    return kept["z"], (kept, settings)
 
 
 def run(name: str, p: Problem):

@@ -45,7 +45,8 @@ def flat_view(a, n):
 
 def softcap_in_place(s, cap):
     """s = cap·tanh(s / cap), in place (a tile of scores; NumPy's vectorised tanh)."""
-    np.multiply(s, 1.0 / cap, out=s)
+    with np.errstate(over="ignore"):  # a tiny cap: ±inf, whose tanh is the limit ±1
+        np.multiply(s, 1.0 / cap, out=s)
     np.tanh(s, out=s)
     np.multiply(s, cap, out=s)
 

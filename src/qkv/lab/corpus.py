@@ -83,7 +83,7 @@ class Sentence:
 
     def nearest_plural(self) -> bool:
         """The number of the noun closest before the verb (the nearest-noun heuristic)."""
-        return NOUN_OF[self.words[(self.subject, *self.attractors)[-1]]][1]
+        return bool(NOUN_OF[self.words[(self.subject, *self.attractors)[-1]]][1])
 
 
 def encode(words) -> list[int]:

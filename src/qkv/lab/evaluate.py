@@ -10,6 +10,7 @@ head's output is zeroed or replaced by its mean (ablation).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -104,7 +105,7 @@ def evaluate(params: dict, config: minigpt.Config, sentences, *, ablations: bool
     data = corpus.ids(sentences)
     logits, traces = minigpt.forward(params, data, config, return_traces=True)
     correct = verb_correct(logits, sentences)
-    out = {"accuracy": scored(correct, sentences)}
+    out: dict[str, Any] = {"accuracy": scored(correct, sentences)}
     if not ablations:
         return out
     key = "≥1 opposite-number attractor"

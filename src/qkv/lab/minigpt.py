@@ -128,7 +128,8 @@ def save(path, p: dict, config: Config, meta: dict | None = None) -> None:
     arrays = {k: np.asarray(v, dtype=np.float32) for k, v in p.items()}
     info = json.dumps({"config": asdict(config), "meta": meta or {}})
     with open(path, "wb") as f:
-        np.savez_compressed(f, __info__=np.array(info), **arrays)
+        # numpy's stub lets **arrays fill the bool allow_pickle; the keys are weight names
+        np.savez_compressed(f, __info__=np.array(info), **arrays)  # type: ignore[arg-type]
 
 
 def load(path) -> tuple[dict, Config, dict]:

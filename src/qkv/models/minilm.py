@@ -106,8 +106,8 @@ class MiniLM(TextModel):
         mask = self._padding_mask(lengths, L)  # (B, 1, 1, S) or None
         traces = {}
         for i, blk in enumerate(self.blocks):
-            if i in keep:  # the traced reference path, every step kept
-                a, traces[i] = blk.attn(x, mask=mask, return_trace=True)  # (B, L, d_model)
+            if i in keep:  # the fast kernels, and a lazy trace of the layer
+                a, traces[i] = blk.attn(x, mask=mask, return_trace="lazy")  # (B, L, d_model)
             else:  # the fast kernels
                 a = blk.attn(x, mask=mask)  # (B, L, d_model)
             x = layer_norm(x + a, *blk.ln1, eps=self.eps)

@@ -41,20 +41,37 @@ def scores(W: np.ndarray) -> dict[str, float]:
     if W.shape != (L, L):
         raise ValueError(f"expected square weights (L, L), got shape {W.shape}")
     i = np.arange(L)
-    rest = i[1:]  # queries after the first: position 0 trivially attends to itself
-    out = {
-        "first": W[rest, 0].mean() if L > 1 else np.nan,
-        "last": W[i[:-1], L - 1].mean() if L > 1 else np.nan,
-        "prev": W[rest, rest - 1].mean() if L > 1 else np.nan,
-        "self": W[rest, rest].mean() if L > 1 else np.nan,
-        "next": W[i[:-1], i[:-1] + 1].mean() if L > 1 else np.nan,
+    near = {n: np.full(L, np.nan) for n in ("previous", "next")}
+    near["previous"][1:], near["next"][:-1] = W[i[1:], i[:-1]], W[i[:-1], i[1:]]
+    rows = {"first": W[:, 0], "last": W[:, L - 1], "self": W[i, i], **near}
+    return scores_of_rows(rows)
+
+
+def scores_of_rows(rows: dict) -> dict[str, float]:
+    """Mean weight each pattern receives, from each query's weight on the first and last key,
+    the previous token, itself and the next token (``Trace.head_stats``: (L,) each, NaN where
+    the key does not exist). Query 0 counts for neither first, prev nor self (it can only see
+    itself in a causal head); the last query for neither last nor next."""
+    L = len(rows["first"])
+    if L < 2:
+        return {name: float("nan") for name in PATTERNS}
+    mean = {"first": slice(1, None), "last": slice(None, -1), "prev": slice(1, None)}
+    mean.update({"self": slice(1, None), "next": slice(None, -1)})
+    key = {"prev": "previous"}
+    return {
+        n: float(np.mean(np.asarray(rows[key.get(n, n)], np.float64)[at])) for n, at in mean.items()
     }
-    return {k: float(v) for k, v in out.items()}
 
 
 def label(W: np.ndarray) -> tuple[str, float]:
     """(pattern name, its mean weight) of the strongest pattern, or ("mixed", that weight)."""
-    s = {k: v for k, v in scores(W).items() if not np.isnan(v)}
+    return label_of_scores(scores(W))
+
+
+def label_of_scores(scores_: dict[str, float]) -> tuple[str, float]:
+    """The strongest of the ``scores`` (name -> mean weight): (name, weight), or ("mixed",
+    weight) below the threshold."""
+    s = {k: v for k, v in scores_.items() if not np.isnan(v)}
     if not s:
         return "mixed", float("nan")
     name = max(s, key=s.get)
@@ -64,3 +81,18 @@ def label(W: np.ndarray) -> tuple[str, float]:
 def grid(weights: np.ndarray) -> list[list[tuple[str, float]]]:
     """Labels for every head of every layer: weights (n_layers, n_heads, L, L)."""
     return [[label(head) for head in layer] for layer in weights]
+
+
+def run_scores(run) -> list[list[dict[str, float]]]:
+    """Pattern scores of every head of every layer of a model run, read from each head's
+    statistics block by block (``Trace.head_stats``): no (L, L) array of weights is held."""
+    out = []
+    for i in sorted(run.layers):
+        stats = run.layers[i].head_stats()  # name -> (n_heads, L)
+        out.append(
+            [
+                scores_of_rows({n: a[h] for n, a in stats.items()})
+                for h in range(len(stats["first"]))
+            ]
+        )
+    return out

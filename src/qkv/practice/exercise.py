@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -37,14 +38,17 @@ class Exercise:
     seed: int
     prompt: str
     answer_type: str  # one of ANSWER_TYPES
-    answer: object  # float | int (choice index) | tuple[int, ...] (keys, order) | tuple[float, ...]
+    # float | int (choice index) | tuple[int, ...] (keys, order) | tuple[float, ...] (vector):
+    # which one follows answer_type, a tag the type checker cannot narrow on
+    answer: Any
     hint: str
     solution: tuple[str, ...]  # shown after answering, right or wrong
     choices: tuple[str, ...] = ()  # choice and order exercises
     tol: float = 0.0  # absolute tolerance for number and vector answers
     rel: float = 0.0  # relative tolerance for number answers (large counts)
     size: int = 0  # keys: the number S of keys, positions 0..S-1
-    data: dict = field(default_factory=dict)  # the numbers in the prompt (never the answer)
+    # the numbers in the prompt (never the answer)
+    data: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
         if self.answer_type not in ANSWER_TYPES:
@@ -90,7 +94,7 @@ class Exercise:
             " ".join(LETTERS[j] for j in a) + "  (" + " → ".join(self.choices[j] for j in a) + ")"
         )
 
-    def public(self) -> dict:
+    def public(self) -> dict[str, Any]:
         """Everything a client may see before answering (no answer, no solution)."""
         return {
             "kind": self.kind,

@@ -10,9 +10,9 @@ from qkv.explain.dims import AttentionDims, count
 
 # (name, d_model, n_heads) the tutorials use, plus sizes drawn at random below
 NAMED = [
-    (m.name, m.d_model, m.n_heads)
-    for m in dims.MODELS.values()
-    if m.name.startswith("andrea") or m.name in ("gpt2-small", "mini-gpt")
+    (name, m.d_model, m.n_heads)
+    for name, m in dims.MODELS.items()
+    if name.startswith("andrea") or name in ("gpt2-small", "mini-gpt")
 ]
 D_HEADS = (16, 32, 48, 64, 80, 96, 128)
 N_HEADS = (2, 4, 6, 8, 12, 16, 20, 24, 32)
@@ -40,12 +40,10 @@ TITLES = {"gpt2-small": "GPT-2 small", "mini-gpt": "the Mini-GPT"}
 
 
 def _who(c: AttentionDims) -> str:
-    title = TITLES.get(c.name, (c.name or "").upper())
-    return (
-        f"{title} (d_model = {c.d_model}, {c.n_heads} heads)"
-        if c.name
-        else f"a model with d_model = {c.d_model} and {c.n_heads} heads"
-    )
+    if not c.name:
+        return f"a model with d_model = {c.d_model} and {c.n_heads} heads"
+    title = TITLES.get(c.name, c.name.upper())
+    return f"{title} (d_model = {c.d_model}, {c.n_heads} heads)"
 
 
 def _sizes_lines(c: AttentionDims) -> tuple[str, ...]:

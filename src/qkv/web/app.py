@@ -11,8 +11,9 @@
     GET  /api/openapi.json      the schema (interactive docs are off: they would need a CDN)
 
 Every error is a 4xx JSON body {"message": "field: what was expected, what came", "detail": [...]}
-(errors.py); a body past schemas.MAX_BODY_BYTES is a 413 in that shape, HEAD is answered on every
-GET route (guards.py). Endpoints are sync ``def``: the engine and the models run in the server's
+(errors.py), naming at most a few problems; a body past schemas.MAX_BODY_BYTES is a 413 in that
+shape, unknown keys are refused before validation, HEAD is answered on every GET route
+(guards.py). Endpoints are sync ``def``: the engine and the models run in the server's
 thread pool, never on the event loop, so one slow request does not stall the others.
 """
 
@@ -26,7 +27,7 @@ from fastapi.staticfiles import StaticFiles
 
 from qkv.trace import STEPS
 from qkv.web import errors, models, practice, scenes, schemas, whatif
-from qkv.web.guards import BodyLimit, HeadAsGet, SecurityHeaders
+from qkv.web.guards import BodyLimit, HeadAsGet, KnownKeys, SecurityHeaders
 
 STATIC = Path(__file__).parent / "static"
 
@@ -64,6 +65,7 @@ def create_app(*, model_pool=None) -> FastAPI:
     )
 
     errors.install(app)
+    app.add_middleware(KnownKeys, api=app)
     app.add_middleware(BodyLimit, max_bytes=schemas.MAX_BODY_BYTES)
     app.add_middleware(HeadAsGet)
     app.add_middleware(SecurityHeaders)  # added last: outermost, so every answer carries them

@@ -2,7 +2,9 @@
 {"message": "field: what was expected, what came", "detail": [...]}, never a 5xx.
 
 A message quotes at most ECHO_CHARS characters of what the client sent (``shown``), so an
-error is never a way to make the server repeat a long input back."""
+error is never a way to make the server repeat a long input back; an answer names at most
+MAX_ITEMS problems (and says how many more there were), each with at most MAX_LOC parts of its
+field's path and MAX_MSG characters of message, so it stays a few KB whatever the request."""
 
 from __future__ import annotations
 
@@ -12,6 +14,9 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 ECHO_CHARS = 200
+MAX_ITEMS = 5  # problems named in one answer
+MAX_LOC = 8  # parts of a field's path (body.W_Q.7.63.63 is 5)
+MAX_MSG = 300  # characters of one problem's message
 
 
 def shown(value, limit: int = ECHO_CHARS) -> str:
@@ -30,11 +35,28 @@ class FieldError(ValueError):
         self.field, self.message, self.status = field, message, status
 
 
-def error_response(status: int, items: list[dict]) -> JSONResponse:
-    message = "; ".join(
-        f"{_where(e['loc'])}: {e['msg']}" if e.get("loc") else e["msg"] for e in items
-    )
+def error_response(status: int, items: list[dict], *, more: int = 0) -> JSONResponse:
+    """The one error shape; ``items`` past MAX_ITEMS are counted, not named (``more`` counts
+    problems already left out)."""
+    more += max(0, len(items) - MAX_ITEMS)
+    items = [
+        {**e, "loc": _short(list(e.get("loc", ()))), "msg": _cut(str(e.get("msg", "")))}
+        for e in items[:MAX_ITEMS]
+    ]
+    message = "; ".join(f"{_where(e['loc'])}: {e['msg']}" if e["loc"] else e["msg"] for e in items)
+    if more:
+        message += f"; and {more:,} more problem{'s' if more > 1 else ''}"
     return JSONResponse({"message": message, "detail": items}, status_code=status)
+
+
+def _short(loc: list) -> list:
+    """At most MAX_LOC parts of a field's path, each name clipped; '…' marks a cut."""
+    loc = [_clip(p) if isinstance(p, str) else p for p in loc]
+    return loc if len(loc) <= MAX_LOC else [*loc[: MAX_LOC - 1], "…"]
+
+
+def _cut(msg: str) -> str:
+    return msg if len(msg) <= MAX_MSG else f"{msg[:MAX_MSG]}…"
 
 
 def _where(loc) -> str:
@@ -52,15 +74,12 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError):
+        found = exc.errors()
         items = [
-            {
-                "loc": [_clip(p) if isinstance(p, str) else p for p in e.get("loc", ())],
-                "msg": e.get("msg", ""),
-                "type": e.get("type", ""),
-            }
-            for e in exc.errors()
+            {"loc": e.get("loc", ()), "msg": e.get("msg", ""), "type": e.get("type", "")}
+            for e in found[:MAX_ITEMS]
         ]
-        return error_response(422, items)
+        return error_response(422, items, more=len(found) - len(items))
 
     @app.exception_handler(FieldError)
     async def field_error(request: Request, exc: FieldError):

@@ -26,10 +26,10 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from qkv import models
-from qkv.web import views
+from qkv.views import grid as grids
+from qkv.views import selection
 from qkv.web.errors import FieldError, shown
 from qkv.web.schemas import Section, Selected
-from qkv.web.views import one_head
 
 MODEL_PAGE_TOKENS = 32  # the page's limit: a 32 × 32 heatmap per head stays readable
 MAX_CHARS = 400  # checked before tokenizing
@@ -73,7 +73,7 @@ class ModelInfo(BaseModel):
         description="a transformers directory the server was started "
         "with (computed by qkv through qkv.hf)",
     )
-    installed: bool | None = Field(None, description="None until checked")
+    installed: bool | None = Field(None, description="its weights package is found here")
     n_layers: int | None = None
     n_heads: int | None = None
     n_kv_heads: int | None = None
@@ -87,7 +87,7 @@ class Grid(BaseModel):
     weight ≈ byte / 255, row-major, base64. Enough to draw thumbnails, not to compute with."""
 
     shape: list[int]
-    encoding: Literal[views.GRID_ENCODING] = views.GRID_ENCODING
+    encoding: Literal[grids.GRID_ENCODING] = grids.GRID_ENCODING
     data: str
 
 
@@ -174,8 +174,12 @@ class ModelPool:
 
     def info(self, name: str) -> ModelInfo:
         m = self.loaded.get(name)
-        if m is None:
-            return ModelInfo(name=name, installed=False if name in self.missing else None)
+        if m is None:  # not loaded yet: installed when its weights package is found
+            import importlib.util
+
+            package = models.NAMES[name][1].replace("-", "_")
+            found = name not in self.missing and importlib.util.find_spec(package) is not None
+            return ModelInfo(name=name, installed=found)
         return ModelInfo(
             name=name,
             local=name in self.local,
@@ -213,7 +217,7 @@ def in_range(field: str, value: int, n: int, what: str) -> None:
 
 def grid(weights: np.ndarray) -> Grid:
     """(n_layers, n_heads, L, L) weights -> one byte each."""
-    return Grid(**views.grid(weights))
+    return Grid(**grids.grid(weights))
 
 
 def checked(pool: ModelPool, req) -> tuple[object, list[str]]:
@@ -246,15 +250,13 @@ def run(pool: ModelPool, req: ModelTraceRequest) -> dict:
     i = L - 1 if req.select is None else req.select
     in_range("select", i, L, f"(the text is {L} tokens)")
     layer = result.layer(req.layer)
-    head = one_head(layer, req.head)
+    head = selection.one_head(layer, req.head)
     return {
         "model": pool.info(req.model).model_dump(),
         "tokens": list(result.tokens),
         "settings": {"model": req.model, "layer": req.layer, "head": req.head, "select": i},
         "grid": grid(result.weights).model_dump() if req.grid else None,
-        "trace": head.to_dict(),
-        "selected": {**views.selected(head, i), "head": req.head},
-        "walkthrough": views.walkthrough_sections(layer, i, req.head),
+        **selection.answer(head, i, req.head, walk=layer),
     }
 
 
@@ -270,7 +272,7 @@ def router(pool: ModelPool) -> APIRouter:
 
     @routes.get("/api/models", response_model=list[ModelInfo])
     def list_models():
-        """The real models; installed is None until a model has been asked for."""
+        """The real models, and whether each is installed (none is loaded to say so)."""
         return [pool.info(name) for name in pool.names]
 
     def model_trace(req):

@@ -6,7 +6,7 @@
 
 A validated request becomes a ``Scene``; no attention math lives here: the scene runs through
 ``Scene.trace`` (``qkv.attention`` or ``MultiHeadAttention.from_weights``) and the page's
-payload comes from ``views``.
+payload comes from ``qkv.views``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from fastapi import APIRouter, Path
 from fastapi.responses import JSONResponse
 
 from qkv.explain import scenes
-from qkv.web import views
+from qkv.views import selection
 from qkv.web.errors import FieldError
 from qkv.web.schemas import (
     MAX_NAME_CHARS,
@@ -43,7 +43,7 @@ def list_presets():
     responses={404: {"description": "unknown preset"}},
 )
 def get_preset(name: str = Path(max_length=MAX_NAME_CHARS)):
-    """One scene with its numbers, weights with a head axis (single-head: 1 head)."""
+    """One scene with its numbers, W_Q, W_K, W_V with a head axis (single-head: 1 head)."""
     return scene_data(load_preset(name, field="name"))
 
 
@@ -67,7 +67,7 @@ def load_preset(name: str, field: str = "preset") -> scenes.Scene:
 
 
 def scene_info(scene: scenes.Scene) -> SceneInfo:
-    return SceneInfo(**views.scene_summary(scene))
+    return SceneInfo(**selection.scene_summary(scene))
 
 
 def scene_data(scene: scenes.Scene) -> SceneData:
@@ -118,14 +118,14 @@ def build_scene(req: TraceRequest) -> scenes.Scene:
         )
     d_model = x.shape[1]
 
-    def weights(name):
+    def projection(name):
         given = getattr(req, name)
         if given is None:
             W = getattr(base, name)
             return None if W is None else (W if W.ndim == 3 else W[None])
         return _array(name, given)
 
-    W_Q, W_K, W_V = weights("W_Q"), weights("W_K"), weights("W_V")
+    W_Q, W_K, W_V = projection("W_Q"), projection("W_K"), projection("W_V")
     H = W_Q.shape[0]
     _expect("W_Q", W_Q, (H, d_model, W_Q.shape[2]), "(n_heads, d_model, d_head)")
     d_head, d_v = W_Q.shape[2], W_V.shape[2]
@@ -152,10 +152,11 @@ def build_scene(req: TraceRequest) -> scenes.Scene:
             W_V=W_V[0],
             select=min(base.select, L - 1),
         )
-    W_O = weights("W_O")
+    W_O = projection("W_O")
     _expect("W_O", W_O, (H, d_v, d_model), "(n_heads, d_v, d_model)")
     b_O = base.b_O if req.b_O is None else _array("b_O", req.b_O)
-    _expect("b_O", b_O, (d_model,), "(d_model,)")
+    if b_O is not None:  # a multi-head scene may have no output bias
+        _expect("b_O", b_O, (d_model,), "(d_model,)")
     return dataclasses.replace(
         base,
         tokens=tokens,
@@ -177,14 +178,17 @@ def run(req: TraceRequest) -> dict:
     if i >= L:
         raise FieldError("select", f"select must be a token index in [0, {L}), got {i}")
     n_heads = scene.n_heads
-    if n_heads is None and req.head not in (None, 0):
-        raise FieldError(
-            "head",
-            f"scene {scene.name!r} has a single head; head must be 0 or absent, got {req.head}",
-        )
-    head = None if n_heads is None else (req.head or 0)
-    if head is not None and head >= n_heads:
-        raise FieldError("head", f"head must be in [0, {n_heads}), got {head}")
+    head: int | None = None
+    if n_heads is None:
+        if req.head not in (None, 0):
+            raise FieldError(
+                "head",
+                f"scene {scene.name!r} has a single head; head must be 0 or absent, got {req.head}",
+            )
+    else:
+        head = req.head or 0
+        if head >= n_heads:
+            raise FieldError("head", f"head must be in [0, {n_heads}), got {head}")
     scaled = scene.scaled if req.scaled is None else req.scaled
     if n_heads is not None and not scaled:
         raise FieldError(
@@ -208,7 +212,5 @@ def run(req: TraceRequest) -> dict:
             "align": req.align,
             **extra,
         },
-        "trace": trace.to_dict(),
-        "selected": views.selected(trace, i, head),
-        "walkthrough": views.walkthrough_sections(trace, i, head),
+        **selection.answer(trace, i, head),
     }

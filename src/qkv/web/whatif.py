@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Literal
+from typing import Any, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
@@ -144,9 +144,11 @@ class Extras:
             )
         if (why := _missing_hf()) is not None:
             return why
-        m = self.pool.loaded.get(name)
-        if name in self.pool.local and not m.predicts_next_token():
-            return f"{name} has no next-token head (its architectures: {m.config.architectures})"
+        if name in self.pool.local:
+            m = self.pool.loaded[name]  # a local model is loaded when the pool is built
+            if not m.predicts_next_token():
+                archs = m.config.architectures
+                return f"{name} has no next-token head (its architectures: {archs})"
         return None
 
     def language_model(self, name: str):
@@ -227,7 +229,7 @@ def router(pool: models.ModelPool) -> APIRouter:
     """The what-if and taxonomy endpoints over ``pool``'s models."""
     extras = Extras(pool)
     routes = APIRouter()
-    Name = Literal[tuple(pool.names)]
+    Name: Any = Literal[tuple(pool.names)]  # a type built at run time from the pool's names
     Request = create_model(
         "PatchRequest",
         __base__=PatchRequest,

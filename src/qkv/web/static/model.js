@@ -2,7 +2,8 @@
 // started with (POST /api/model/trace), the layers × heads grid of attention thumbnails, and
 // the clicked head in the scenes' own panels (render.js). Every number comes from the server; this file asks, lays out and draws.
 import { api, limits } from "./api.js";
-import { $, disable, h, rampColor } from "./dom.js";
+import { $, disable, h } from "./dom.js";
+import { decodeGrid, gridTable, markGrid } from "./grid.js";
 import { render } from "./render.js";
 import * as overlay from "./taxonomy.js";
 import * as whatif from "./whatif.js";
@@ -152,7 +153,7 @@ async function runText() {
   state.text = $("model-text").value.trim() || DEFAULT_TEXT;
   $("model-text").value = state.text;
   state.select = null;  // the last token of the new text
-  const loaded = info.find((m) => m.name === state.model)?.installed;
+  const loaded = info.find((m) => m.name === state.model)?.n_layers != null;  // sizes: loaded
   await ask(true, loaded ? `running ${state.model}…` :
     `loading ${state.model} (a few seconds the first time), then running it…`);
 }
@@ -181,13 +182,6 @@ async function ask(withGrid, message = "") {
   } finally {
     if (n === asked) disable($("model-run"), "");
   }
-}
-
-function decodeGrid(g) {
-  const raw = atob(g.data);
-  const bytes = new Uint8Array(raw.length);
-  for (let i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i);
-  return { shape: g.shape, bytes };
 }
 
 // ---- painting ------------------------------------------------------------------------------
@@ -239,45 +233,17 @@ function pick(layer, head) {
 }
 
 function drawGrid() {
-  const [nLayers, nHeads, L] = grid.shape;
+  const L = grid.shape[2];
   const box = $("grid");
   const key = `${answer.settings.model}|${answer.tokens.join("|")}`;
   if (box.dataset.key !== key) {
     box.dataset.key = key;
-    const table = h("table", { class: "head-grid" },
-      h("thead", {}, h("tr", {}, h("th", { class: "corner" }, "head ↓ layer →"),
-        ...Array.from({ length: nLayers }, (_, l) => h("th", { scope: "col" }, l)))),
-      h("tbody", {}, Array.from({ length: nHeads }, (_, hh) => h("tr", {},
-        h("th", { scope: "row" }, `h${hh}`),
-        ...Array.from({ length: nLayers }, (_, l) => h("td", {}, h("button", {
-          type: "button", class: "thumb", dataset: { layer: l, head: hh },
-          title: `layer ${l}, head ${hh}`, "aria-label": `layer ${l}, head ${hh}`,
-          onclick: () => pick(l, hh) }, thumbnail(l, hh, L, nHeads))))))));
-    // 30 layers fit a 1400 px window at 30 px a thumbnail; fewer layers get larger ones
-    table.style.setProperty("--thumb", `${nLayers > 12 ? 30 : 40}px`);
-    box.replaceChildren(table);
+    box.replaceChildren(gridTable(grid, pick));
   }
-  for (const b of box.querySelectorAll("button.thumb")) {
-    const on = Number(b.dataset.layer) === state.layer && Number(b.dataset.head) === state.head;
-    b.classList.toggle("selected", on);
-    b.setAttribute("aria-pressed", String(on));
-  }
+  markGrid(box, state.layer, state.head);
   $("grid-title").textContent = `· ${answer.settings.model}, ${L} tokens · ` +
     `selected: layer ${state.layer}, head ${state.head}`;
   overlay.paint(box, answer.settings.model, () => drawGrid());
-}
-
-function thumbnail(layer, head, L, nHeads) {
-  const canvas = h("canvas", { width: L, height: L });
-  const ctx = canvas.getContext("2d");
-  const img = ctx.createImageData(L, L);
-  const offset = (layer * nHeads + head) * L * L;
-  for (let i = 0; i < L * L; i++) {
-    const [r, g, b] = rampColor(Math.sqrt(grid.bytes[offset + i] / 255));  // shade ∝ √weight
-    img.data.set([r, g, b, 255], 4 * i);
-  }
-  ctx.putImageData(img, 0, 0);
-  return canvas;
 }
 
 // ---- URL -----------------------------------------------------------------------------------

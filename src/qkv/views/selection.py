@@ -1,11 +1,10 @@
-"""What the page shows of one trace, built once for the server, the notebook widget and exported
-HTML alike: the selected query's row (weights, entropy, visible keys, each key's contribution),
-the walkthrough, one head of a real model's layer, and the layers × heads grid of weights.
-No fastapi here: the notebook imports this module without the web extra."""
+"""What every surface shows of one trace and one selected query, computed once here for the
+server, the notebook widget and the exported HTML alike: the selected query's row (weights,
+entropy, visible keys, each key's contribution), the walkthrough, one head of a real model's
+layer, and ``answer``, the three of them together as the page draws them."""
 
 from __future__ import annotations
 
-import base64
 import math
 
 import numpy as np
@@ -13,8 +12,6 @@ import numpy as np
 from qkv.explain.walkthrough import walkthrough
 from qkv.steps import entropy, kv_head
 from qkv.trace import Trace
-
-GRID_ENCODING = "uint8/255 base64"
 
 
 def selected(trace: Trace, i: int, head: int | None = None) -> dict:
@@ -49,6 +46,29 @@ def selected(trace: Trace, i: int, head: int | None = None) -> dict:
 def walkthrough_sections(trace: Trace, i: int, head: int | None = None) -> list[dict]:
     """The step-by-step prose for query i, as the API sends it."""
     return [{"title": s.title, "lines": list(s.lines)} for s in walkthrough(trace, i, head=head)]
+
+
+def answer(
+    trace: Trace,
+    i: int,
+    head: int | None = None,
+    *,
+    walk: Trace | None = None,
+    trace_dict: dict | None = None,
+) -> dict:
+    """What the page draws for query i: the trace shown (``Trace.to_dict``, or ``trace_dict``
+    when the caller keeps it), the selected row and the walkthrough (read from ``walk``, default
+    the trace shown; a model's view walks its whole layer while it shows one head). ``head``
+    picks from a head axis of the trace shown, and of ``walk``; the selected row names it even
+    when the trace shown is that one head alone."""
+    walk = trace if walk is None else walk
+    row_head = head if trace.settings.get("n_heads") else None
+    walk_head = head if walk.settings.get("n_heads") else None
+    return {
+        "trace": trace.to_dict() if trace_dict is None else trace_dict,
+        "selected": {**selected(trace, i, row_head), "head": head},
+        "walkthrough": walkthrough_sections(walk, i, walk_head),
+    }
 
 
 def scene_summary(scene) -> dict:
@@ -96,15 +116,5 @@ def one_head(trace: Trace, head: int) -> Trace:
     return Trace(
         kept,
         {**settings, "mask": mask, "n_heads": None, "n_kv_heads": None},
-        tokens=list(trace.tokens),
+        tokens=None if trace.tokens is None else list(trace.tokens),
     )
-
-
-def grid(weights: np.ndarray) -> dict:
-    """(n_layers, n_heads, L, L) weights -> one byte each (weight ≈ byte / 255), base64."""
-    data = np.clip(np.rint(weights * 255), 0, 255).astype(np.uint8)
-    return {
-        "shape": list(data.shape),
-        "encoding": GRID_ENCODING,
-        "data": base64.b64encode(data.tobytes()).decode(),
-    }

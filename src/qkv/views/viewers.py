@@ -1,26 +1,27 @@
-"""What the notebook view can show of one object: the page's payload for a chosen query token,
-temperature τ, head and layer, computed by qkv's engine.
+"""The view of one object, as ``qkv.show`` and ``qkv export`` draw it: the controls it offers and
+the page's payload for a chosen query token, temperature τ, head and layer, computed by qkv's
+engine.
 
 Three kinds of object, told apart by what they hold (this module imports none of their
 classes): a built-in scene (``qkv.presets.load(...)``: reruns ``Scene.trace`` at any τ), a
 ``Trace`` (one head: rerun from its q, k, v at any τ; several heads: fixed τ, since the trace
 holds no W_O to recompute ``out``), and a real model's run (``ModelTrace``: every layer and head,
 each head rerun from its q, k, v at any τ; the layers × heads grid stays at the model's τ).
-The payload has the shape of the server's ``POST /api/trace`` answer, built by ``web.views``.
+The payload has the shape of the server's ``POST /api/trace`` answer (``selection.answer``).
 """
 
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 
+from qkv import checks
 from qkv.attention import attention
 from qkv.explain.html import count, shape_words
-from qkv.explain.walkthrough import labels
+from qkv.explain.tokens import labels, pick
 from qkv.trace import STEPS
-from qkv.web import views
+from qkv.views import grid, selection
 
 TRACE_STEPS = ("q", "k", "v")  # what a one-head trace needs to be rerun at another τ
 
@@ -55,7 +56,7 @@ class View:
     tau_fixed_because: str | None = None  # why τ cannot move (None: it can)
     select = 0
     d_model: int | None = None
-    dtype = np.float64  # of the numbers shown
+    dtype: np.dtype = np.dtype(np.float64)  # of the numbers shown
     title = ""
     lesson = ""
 
@@ -92,10 +93,7 @@ class View:
         L = len(self.tokens)
         if not 0 <= select < L:
             raise ValueError(f"select must be a token index in [0, {L}), got {select}")
-        if not (
-            isinstance(temperature, (int, float)) and math.isfinite(temperature) and temperature > 0
-        ):
-            raise ValueError(f"temperature must be a finite number > 0, got {temperature}")
+        checks.temperature_value(temperature)
         if self.tau_fixed_because and temperature != self.temperature:
             raise ValueError(
                 f"temperature is fixed at {self.temperature} here: {self.tau_fixed_because}"
@@ -115,10 +113,9 @@ class View:
         """The page's answer for one choice: scene, settings, trace, selected row, walkthrough."""
         self.check(select=select, temperature=temperature, head=head, layer=layer)
         tr, tr_dict, walk_trace = self._trace(float(temperature), head, layer)
-        h = head if tr.settings.get("n_heads") else None  # a head axis to pick from
-        selected = views.selected(tr, select, h)
-        if self.layers is not None:
-            selected = {**selected, "head": head}
+        shown = selection.answer(
+            tr, select, head if self.n_heads else None, walk=walk_trace, trace_dict=tr_dict
+        )
         return {
             "scene": {"tokens": self.tokens, "d_model": self.d_model},
             "settings": {
@@ -128,11 +125,7 @@ class View:
                 "layer": layer,
                 "temperature": float(temperature),
             },
-            "trace": tr_dict,
-            "selected": selected,
-            "walkthrough": views.walkthrough_sections(
-                walk_trace, select, head if self.n_heads else None
-            ),
+            **shown,
         }
 
     def key(self, layer: int) -> str:
@@ -217,6 +210,8 @@ class TraceView(View):
 
 class ModelView(View):
     kind = "model"
+    n_heads: int  # a model always has a head axis and layers
+    layers: list[int]
 
     def __init__(self, run):
         self.run = run
@@ -246,7 +241,7 @@ class ModelView(View):
         )
 
     def grid(self) -> dict:
-        g = views.grid(self.run.weights)
+        g = grid.grid(self.run.weights)
         note = (
             "One thumbnail per head: queries down, keys across, darker = more weight "
             f"(shade ∝ √weight) at the model's τ = {self.temperature:g}. Click one to "
@@ -258,7 +253,7 @@ class ModelView(View):
     @functools.lru_cache(maxsize=16)  # noqa: B019 - a view lives as long as its widget
     def _trace(self, temperature: float, head: int, layer: int):
         layer_trace = self.run.layer(layer)
-        tr = views.one_head(layer_trace, head)
+        tr = selection.one_head(layer_trace, head)
         if temperature == self.temperature:
             return tr, tr.to_dict(), layer_trace
         tr = _rerun(tr, temperature)
@@ -284,17 +279,5 @@ def view_of(obj) -> View:
 
 
 def token_of(view: View, token) -> int:
-    """A query token by index or by text (its label, or the text without edge spaces)."""
-    n = len(view.tokens)
-    if isinstance(token, (int, np.integer)) and not isinstance(token, bool):
-        if not -n <= token < n:
-            raise ValueError(f"select must be a token index in [0, {n}), got {token}")
-        return int(token) % n
-    if isinstance(token, str):
-        plain = [t.replace("␣", " ").strip().lower() for t in view.tokens]
-        for candidates, wanted in ((view.tokens, token), (plain, token.strip().lower())):
-            if wanted in candidates:
-                return candidates.index(wanted)
-    raise ValueError(
-        f"select must be a token index 0-{n - 1} or one of {view.tokens}, got {token!r}"
-    )
+    """A query token of the view by index or by text (``explain.tokens.pick``)."""
+    return pick(view.tokens, token)
