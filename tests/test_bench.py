@@ -13,7 +13,7 @@ from qkv.bench import pinned
 from qkv.bench.peers import PEERS, TORCH_PEERS, Config, float64_reference, inputs
 from qkv.cli.bench import bench
 from qkv.kernels import processor, tuning
-from qkv.kernels.threads import default_workers
+from qkv.kernels.threads import default_workers, single_threaded_blas
 
 
 def test_quick_json_reports_every_config_and_peer_at_each_thread_count():
@@ -98,6 +98,12 @@ def test_pinned_tells_every_library_the_same_count_and_restores_it():
         assert torch.get_num_threads() == 1
         assert {lib["num_threads"] for lib in threadpool_info()} == {1}
         assert default_workers() == 1  # qkv's kernels start one worker
+    with pinned.pinned(len(cpus)):
+        with single_threaded_blas():  # the kernels' workers still get one BLAS thread each
+            assert {
+                lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"
+            } == {1}
+        assert {lib["num_threads"] for lib in threadpool_info()} == {len(cpus)}
     assert (os.sched_getaffinity(0), torch.get_num_threads()) == before
 
 
