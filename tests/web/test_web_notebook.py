@@ -101,6 +101,8 @@ def test_exported_model_run_keeps_layer_and_head(browser, tmp_path, minilm):
     try:
         page.locator("#qkv #tokens button.selected").wait_for()
         assert page.locator("#qkv button.thumb").count() == 2 * 12
+        assert not page.locator("#qkv #panel-grid").is_visible()  # folded until asked for
+        page.locator("#qkv button.fold-toggle[data-panel='panel-grid']").click()
         page.locator("#qkv button.thumb[data-layer='4'][data-head='9']").click()
         page.locator("#qkv button.thumb.selected[data-layer='4'][data-head='9']").wait_for()
         L = len(run.tokens)

@@ -7,6 +7,10 @@ import { $ as byId, fmt, h } from "../web/static/dom.js";
 import { decodeGrid, gridTable, markGrid } from "../web/static/grid.js";
 import { buildPanels } from "../web/static/panels.js";
 import { render as paint } from "../web/static/render.js";
+import { channel } from "./channel.js";
+import { foldPanels } from "./fold.js";
+import { buildLong, drawLong, fillTokens, LONG_OPEN, queryControl } from "./long.js";
+import { stillFigure, watchStill } from "./still.js";
 
 const TAU_MIN = 0.05, TAU_MAX = 10, STEPS = 1000;  // the τ slider is logarithmic, as the page's
 const toTau = (s) => Number((TAU_MIN * Math.pow(TAU_MAX / TAU_MIN, s / STEPS)).toPrecision(3));
@@ -15,6 +19,8 @@ const tauText = (t) => fmt(t, t < 1 ? 3 : 2);
 // The page's panels that have nothing to show here: the how-to names the page's own controls
 // (scale, causal, editing, predict, practice), W has no editor, the notes describe toy scenes.
 const HIDDEN = ["how-to", "panel-w", "panel-notes"];
+// Open at first: the tokens and the heatmap (its selected row marked); the rest fold (fold.js).
+const OPEN = ["panel-x", "panel-pipeline"];
 
 // css: every stylesheet the view needs, scoped for a shadow root (bundle.py joins them).
 export function render({ model, el, css }) {
@@ -22,7 +28,10 @@ export function render({ model, el, css }) {
   const $ = (id) => byId(id, root);
   const info = model.get("info");
   const state = { stage: "weights" };
-  const panels = buildPanels(h("main", {}));
+  const long = Boolean(info.long);  // a long text: views/long_text.py, long.js
+  const panels = long ? buildLong(info) : buildPanels(h("main", {}));
+  const kernel = channel(model);
+  const still = stillFigure();
   const page = h("div", { class: "qkv-page" },
     h("div", { class: "qkv-controls" },
       h("p", { class: "title" }, h("b", {}, info.title), " · ", h("span", { id: "words" }, info.words)),
@@ -31,15 +40,22 @@ export function render({ model, el, css }) {
         info.layers ? h("label", {}, "layer ", h("select", { id: "layer", "aria-label": "layer" },
           info.layers.map((l) => new Option(`layer ${l}`, String(l))))) : null,
         info.n_heads ? h("label", {}, "head ", h("select", { id: "head", "aria-label": "head" },
-          Array.from({ length: info.n_heads }, (_, k) => new Option(`head ${k}`, String(k))))) : null),
+          Array.from({ length: info.n_heads }, (_, k) => new Option(`head ${k}`, String(k))))) : null,
+        long ? queryControl(info) : null),
       h("p", { id: "lesson" }, info.lesson || ""),
       h("p", { id: "error", role: "alert", hidden: true })),
+    long ? null : still,
     panels);
   root.replaceChildren(h("style", {}, css || ""), page);
   for (const id of HIDDEN) if ($(id)) $(id).hidden = true;
   const hint = panels.querySelector("#panel-x .hint");
   if (hint) hint.textContent = "Click a token (or focus it and press ← →) to make it the query.";
   if (info.grid) panels.prepend(gridPanel(info));
+  if (long) $("view").append(still);
+  foldPanels(panels, long ? LONG_OPEN : OPEN, (id) => {
+    if (id === "panel-tokens") fillTokens(root, info, (i) => send({ select: i }));
+  });
+  const unwatch = watchStill(still, model, kernel.ask, { always: long });
 
   const send = (changes) => {
     for (const [k, v] of Object.entries(changes)) model.set(k, v);
@@ -56,6 +72,7 @@ export function render({ model, el, css }) {
     tau.addEventListener("change", () => send({ temperature: Number(tau.value) }));
   }
   if ($("layer")) $("layer").addEventListener("change", (e) => send({ layer: Number(e.target.value) }));
+  if ($("query")) $("query").addEventListener("change", (e) => send({ select: Number(e.target.value) }));
   if ($("head")) $("head").addEventListener("change", (e) => send({ head: Number(e.target.value) }));
 
   const ctx = {
@@ -71,8 +88,9 @@ export function render({ model, el, css }) {
   }
   function draw() {
     const result = model.get("payload");
-    if (!result || !result.trace) return;
-    paint(panels, result, ctx);
+    if (!result || !result.settings || !(long || result.trace)) return;
+    if (long) drawLong(panels, result, info, ctx.onSelect);
+    else paint(panels, result, ctx);
     const st = result.settings;
     if (tau && tau.type === "range") {
       tau.value = String(toSlider(st.temperature));
@@ -100,6 +118,8 @@ export function render({ model, el, css }) {
   return () => {
     model.off("change:payload", onPayload);
     model.off("change:error", onError);
+    unwatch();
+    kernel.close();
   };
 
   function gridPanel(info) {

@@ -3,15 +3,25 @@
 The view is the page's own JavaScript (``bundle.esm()``, joined when this module is imported);
 its state is four traits that Python and the view share: ``select`` (query token), ``temperature``
 (τ), ``head`` and ``layer``. Setting any of them, from Python or by a click in the view, reruns
-qkv's engine in Python and sends the new ``payload``; the view only draws it.
+qkv's engine in Python and sends the new ``payload``; the view only draws it. Up to
+``long_text.PANEL_TOKENS`` tokens the payload is the page's answer (every number of one head);
+past it, the selected row in numbers, and the view asks for what it draws (``requests``:
+custom messages answered with binary buffers).
+
+``picture`` (PNG bytes, ``views.picture``) is the current view as a still image: the display
+bundle carries it too, so a saved notebook, nbconvert's HTML and GitHub show it without a
+kernel, and the view shows it, saying why, when no kernel answers.
 """
 
 from __future__ import annotations
 
+import base64
+
 import anywidget
 import traitlets
 
-from qkv.notebook import bundle
+from qkv.notebook import bundle, requests
+from qkv.views.picture import Picture
 from qkv.views.viewers import View, token_of, view_of
 
 
@@ -22,7 +32,8 @@ class AttentionWidget(anywidget.AnyWidget):
     _esm = bundle.esm()
 
     info = traitlets.Dict().tag(sync=True)  # sizes and controls, sent once
-    payload = traitlets.Dict().tag(sync=True)  # the page's answer for the current choice
+    payload = traitlets.Dict().tag(sync=True)  # what the view draws for the current choice
+    picture = traitlets.Bytes(b"").tag(sync=True)  # the current view as PNG (views.picture)
     error = traitlets.Unicode("").tag(sync=True)  # why the view's last change was refused
 
     select = traitlets.Int(0).tag(sync=True)
@@ -32,11 +43,13 @@ class AttentionWidget(anywidget.AnyWidget):
 
     def __init__(self, view: View, *, select: int, temperature: float, head: int, layer: int):
         self._view = view
+        self._drawn: tuple[dict, Picture] | None = None  # the last picture drawn
         view.check(select=select, temperature=temperature, head=head, layer=layer)
         super().__init__(
             info=view.info(), select=select, temperature=temperature, head=head, layer=layer
         )
         self._recompute()
+        self.on_msg(self._on_request)
 
     @property
     def view(self) -> View:
@@ -68,8 +81,21 @@ class AttentionWidget(anywidget.AnyWidget):
             self._recompute()
 
     def _recompute(self) -> None:
-        self.payload = self._view.payload(**self._choice())
-        self.error = ""
+        choice = self._choice()
+        with self.hold_sync():  # one message for the three
+            if self._view.long:
+                self.payload = self._view.brief(**choice)
+            else:
+                self.payload = self._view.payload(**choice)
+            self.picture = self._picture().png
+            self.error = ""
+
+    def _picture(self):
+        """The picture of the current choice (drawn once per choice)."""
+        choice = self._choice()
+        if self._drawn is None or self._drawn[0] != choice:
+            self._drawn = (choice, self._view.picture(**choice))
+        return self._drawn[1]
 
     def _handle_msg(self, msg):  # a change from the view that fails validation: say why there
         try:
@@ -77,6 +103,37 @@ class AttentionWidget(anywidget.AnyWidget):
         except traitlets.TraitError as e:
             self.error = str(e)
             self.send_state()
+
+    def _on_request(self, _widget, content, buffers) -> None:
+        """A custom message from the view: answered with the same id (``requests.answer``)."""
+        reply, out = requests.answer(self, content)
+        self.send(reply, buffers=out)
+
+    def words(self) -> str:
+        """The view in words: what it shows and what the picture holds."""
+        c, v = self._choice(), self._view
+        where = ", ".join(
+            part
+            for part in (
+                f"layer {c['layer']}" if v.layers is not None else "",
+                f"head {c['head']}" if v.n_heads else "",
+                f"τ = {c['temperature']:g}",
+                f"query {c['select']} ({v.tokens[c['select']]})",
+            )
+            if part
+        )
+        return f"qkv.show: {v.title} · {where}. Picture: {self._picture().words()}."
+
+    def _repr_mimebundle_(self, **kwargs):
+        """The widget, and beside it the current view as a PNG and in words, for front ends
+        that show no widget (a saved notebook without its kernel, nbconvert, GitHub)."""
+        data, metadata = super()._repr_mimebundle_(**kwargs) or ({}, {})
+        pic = self._picture()
+        self.picture = pic.png
+        data["image/png"] = base64.b64encode(pic.png).decode()
+        data["text/plain"] = self.words()
+        metadata = {**metadata, "image/png": {"width": pic.width, "height": pic.height}}
+        return data, metadata
 
 
 def show(
@@ -87,6 +144,7 @@ def show(
     select: query token (index or text; default: the scene's, or the last token);
     temperature: τ (default: the object's own); head, layer: which head (and layer of a model)
     the panels show. Read or set ``w.select``, ``w.temperature``, ``w.head``, ``w.layer`` later.
+    As a cell's last expression it displays itself.
     """
     view = view_of(obj)
     return AttentionWidget(

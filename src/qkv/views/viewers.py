@@ -21,7 +21,7 @@ from qkv.attention import attention
 from qkv.explain.html import count, shape_words
 from qkv.explain.tokens import labels, pick
 from qkv.trace import STEPS
-from qkv.views import grid, selection
+from qkv.views import grid, long_text, picture, selection
 
 TRACE_STEPS = ("q", "k", "v")  # what a one-head trace needs to be rerun at another τ
 
@@ -86,6 +86,7 @@ class View:
             "tau": tau,
             "grid": self.grid(),
             "steps": list(STEPS),
+            "long": self.long,
         }
 
     def check(self, *, select: int, temperature: float, head: int, layer: int) -> None:
@@ -109,6 +110,45 @@ class View:
         if self.layers is None and layer != 0:
             raise ValueError(f"layer must be 0 (this view has no layers), got {layer}")
 
+    @property
+    def long(self) -> bool:
+        """Past ``long_text.PANEL_TOKENS`` tokens the panels (every number of a head) give way
+        to what fits a screen: the pooled heatmap, the selected row, its top keys."""
+        return len(self.tokens) > long_text.PANEL_TOKENS
+
+    def shown(self, *, temperature: float, head: int, layer: int):
+        """(trace, head): the trace whose readers give the chosen head at τ, and the head to
+        read from it (None when that trace has no head axis)."""
+        tr = self._trace(float(temperature), head, layer)[0]
+        return tr, (head if tr.settings.get("n_heads") else None)
+
+    def picture(self, *, select: int, temperature: float, head: int = 0, layer: int = 0):
+        """The still picture of one choice (``views.picture``)."""
+        self.check(select=select, temperature=temperature, head=head, layer=layer)
+        tr, h = self.shown(temperature=temperature, head=head, layer=layer)
+        return picture.picture(tr, select, head=h)
+
+    def settings(self, *, select: int, temperature: float, head: int, layer: int) -> dict:
+        return {
+            "preset": self.key(layer),
+            "select": select,
+            "head": head,
+            "layer": layer,
+            "temperature": float(temperature),
+        }
+
+    def brief(self, *, select: int, temperature: float, head: int = 0, layer: int = 0) -> dict:
+        """A long text's answer for one choice: settings and the selected query's row in
+        numbers (``long_text.selected``); no L × S array."""
+        self.check(select=select, temperature=temperature, head=head, layer=layer)
+        tr, h = self.shown(temperature=temperature, head=head, layer=layer)
+        return {
+            "settings": self.settings(
+                select=select, temperature=temperature, head=head, layer=layer
+            ),
+            "selected": {**long_text.selected(tr, select, h, self.tokens), "head": head},
+        }
+
     def payload(self, *, select: int, temperature: float, head: int = 0, layer: int = 0) -> dict:
         """The page's answer for one choice: scene, settings, trace, selected row, walkthrough."""
         self.check(select=select, temperature=temperature, head=head, layer=layer)
@@ -118,13 +158,9 @@ class View:
         )
         return {
             "scene": {"tokens": self.tokens, "d_model": self.d_model},
-            "settings": {
-                "preset": self.key(layer),
-                "select": select,
-                "head": head,
-                "layer": layer,
-                "temperature": float(temperature),
-            },
+            "settings": self.settings(
+                select=select, temperature=temperature, head=head, layer=layer
+            ),
             **shown,
         }
 
@@ -169,14 +205,14 @@ class TraceView(View):
     def __init__(self, trace):
         tr = trace.numpy()
         s = tr.settings
-        w = tr["weights"]
+        q = tr["q"] if "q" in tr else tr["weights"]  # (…, [H,] L, d_k or S): its axes, unread
         self.n_heads = s.get("n_heads") or None
-        if w.ndim != (3 if self.n_heads else 2):
+        L, S = s["L"], s["S"]
+        if q.ndim != (3 if self.n_heads else 2):
             raise ValueError(
                 f"qkv.show draws one sequence: weights of shape ([n_heads,] L, S), "
-                f"got {w.shape}; index the batch axis before tracing"
+                f"got {(*q.shape[:-1], S)}; index the batch axis before tracing"
             )
-        L, S = w.shape[-2:]
         if L != S:
             raise ValueError(
                 f"qkv.show draws self-attention (as many queries as keys), got "
@@ -184,7 +220,7 @@ class TraceView(View):
                 "(_repr_html_) shows any shape"
             )
         self.trace = tr
-        self.dtype = w.dtype
+        self.dtype = np.result_type(q.dtype, np.float32)
         self.tokens = labels(tr.tokens, L)
         self.select = L - 1
         self.temperature = float(s.get("temperature", 1.0))
@@ -225,7 +261,7 @@ class ModelView(View):
         self.temperature = float(s.get("temperature", 1.0))
         self.select = len(self.tokens) - 1
         self.d_model = int(first["x"].shape[-1]) if "x" in first else None
-        self.dtype = np.asarray(first["weights"]).dtype
+        self.dtype = np.result_type(first["q"].dtype, np.float32)
         self.title = f"{run.model} · {count(len(self.tokens), 'token')}"
 
     def words(self) -> str:
@@ -240,7 +276,9 @@ class ModelView(View):
             f"head: {shape_words(L, L, self.d_head, self.d_head)}, d_model = {self.d_model}"
         )
 
-    def grid(self) -> dict:
+    def grid(self) -> dict | None:
+        if self.long:
+            return None  # every head's L × L weights: too many for one message
         g = grid.grid(self.run.weights)
         note = (
             "One thumbnail per head: queries down, keys across, darker = more weight "
@@ -249,6 +287,19 @@ class ModelView(View):
             "numbers."
         )
         return {**g, "layers": self.layers, "note": note}
+
+    def shown(self, *, temperature: float, head: int, layer: int):
+        if not self.long:
+            return super().shown(temperature=temperature, head=head, layer=layer)
+        return self._head(float(temperature), head, layer), None
+
+    @functools.lru_cache(maxsize=4)  # noqa: B019 - each keeps its own tiles (tiles.CACHE_BYTES)
+    def _head(self, temperature: float, head: int, layer: int):
+        """The chosen head as a lazy trace: nothing computed until a reader asks."""
+        layer_trace = self.run.layer(layer)
+        if temperature != self.temperature:
+            layer_trace = long_text.retempered(layer_trace, temperature)
+        return layer_trace.head(head)
 
     @functools.lru_cache(maxsize=16)  # noqa: B019 - a view lives as long as its widget
     def _trace(self, temperature: float, head: int, layer: int):
