@@ -142,10 +142,10 @@ class View:
         numbers (``long_text.selected``); no L × S array."""
         self.check(select=select, temperature=temperature, head=head, layer=layer)
         tr, h = self.shown(temperature=temperature, head=head, layer=layer)
+        settings = self.settings(select=select, temperature=temperature, head=head, layer=layer)
+        del settings["preset"]  # names every token: the view has them in ``info``
         return {
-            "settings": self.settings(
-                select=select, temperature=temperature, head=head, layer=layer
-            ),
+            "settings": settings,
             "selected": {**long_text.selected(tr, select, h, self.tokens), "head": head},
         }
 
@@ -315,7 +315,7 @@ def view_of(obj) -> View:
     """The view of a scene, a Trace or a model's run; a TypeError for anything else."""
     if isinstance(obj, View):
         return obj
-    if hasattr(obj, "layers") and hasattr(obj, "weights") and hasattr(obj, "tokens"):
+    if hasattr(obj, "layers") and hasattr(obj, "tokens") and callable(getattr(obj, "layer", None)):
         return ModelView(obj)
     if hasattr(obj, "W_Q") and callable(getattr(obj, "trace", None)):
         return SceneView(obj)
