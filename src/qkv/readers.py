@@ -9,7 +9,8 @@ them holds more than one tile of (ROWS, S) numbers besides its answer.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -52,7 +53,10 @@ class Pooled(NamedTuple):
 
 
 class Readers:
-    """Readers shared by every trace; they need ``settings`` and ``_rows``."""
+    """Readers shared by every trace; they need ``steps``, ``settings`` and ``_rows``."""
+
+    steps: Mapping[str, Any]
+    settings: Mapping[str, Any]
 
     def _rows(self, name: str, head, r0: int, r1: int) -> np.ndarray:
         raise NotImplementedError

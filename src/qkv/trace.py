@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,8 +71,8 @@ class Trace(Readers):
     ``head_stats``, ``pooled`` (``qkv.readers``); a ``qkv.lazy.LazyTrace`` computes them on read.
     """
 
-    steps: dict[str, Any]
-    settings: dict[str, Any]
+    steps: Mapping[str, Any]
+    settings: Mapping[str, Any]
     tokens: list[str] | None = None
     key_tokens: list[str] | None = field(default=None)
 
@@ -98,6 +99,7 @@ class Trace(Readers):
     def __contains__(self, name: str) -> bool:
         return name in self.steps
 
+    # defining __eq__ leaves __hash__ None: a trace holds mutable arrays
     def __eq__(self, other) -> bool:
         """Same steps (dtype, shape and values, NaN equal to NaN), settings and tokens."""
         if not isinstance(other, Trace):
@@ -111,8 +113,6 @@ class Trace(Readers):
             and all(_same(mine.steps[n], theirs.steps[n]) for n in mine.steps)
             and all(_same(mine.settings[n], theirs.settings[n]) for n in mine.settings)
         )
-
-    __hash__ = None  # mutable arrays inside
 
     @property
     def names(self) -> list[str]:

@@ -55,8 +55,7 @@ IGNORED = frozenset(
 def boolean_mask(*args, **kwargs):
     """The mask function for "qkv": transformers' boolean mask (True = may attend), always
     built, never replaced by a causal flag, so the mask qkv applies is the one it shows."""
-    kwargs.pop("allow_is_causal_skip", None)
-    return sdpa_mask(*args, allow_is_causal_skip=False, **kwargs)
+    return sdpa_mask(*args, **{**kwargs, "allow_is_causal_skip": False})
 
 
 def register() -> None:

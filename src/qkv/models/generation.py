@@ -12,6 +12,7 @@ import numpy as np
 from qkv import steps
 from qkv.cache import KVCache
 from qkv.kernels.threads import single_threaded_blas
+from qkv.models.base import TextModel
 
 CHAT = "<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n"
 
@@ -30,8 +31,18 @@ class Generated:
     weights: np.ndarray | None = None
 
 
-class Generator:
-    """Mixin for a causal TextModel with ``_forward(..., caches=, start=)`` and ``logits``."""
+class Generator(TextModel):
+    """A causal TextModel: subclasses set ``eos_id`` and implement ``logits`` and
+    ``_forward(..., caches=, start=)`` (the layers' KV caches, the first position)."""
+
+    eos_id: int
+
+    def _forward(self, ids, lengths, keep, caches=None, start: int = 0) -> tuple[np.ndarray, dict]:
+        raise NotImplementedError
+
+    def logits(self, hidden: np.ndarray) -> np.ndarray:
+        """Next-token logits from final hidden states: (..., d_model) -> (..., vocab)."""
+        raise NotImplementedError
 
     def next_logits(self, ids) -> np.ndarray:
         """Logits for the token after ``ids``, by a full pass without a cache: (vocab,)."""
