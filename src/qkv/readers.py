@@ -14,23 +14,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from qkv.steps import ROWS, entropy
+from qkv.steps import ROWS, STEPS, entropy
 
-# Steps whose axis -2 runs over the queries.
-ROW_STEPS = (
-    "x",
-    "q",
-    "scores",
-    "scaled",
-    "tempered",
-    "capped",
-    "biased",
-    "masked",
-    "weights",
-    "sink",
-    "z",
-    "head_out",
-)
+# Steps whose axis -2 runs over the queries (k, v and rope's run over the keys; out has no head).
+ROW_STEPS = tuple(name for name in STEPS if name not in ("k", "v", "rope", "out"))
 STATS = ("entropy", "max", "first", "previous", "self", "next", "last")
 
 

@@ -12,33 +12,7 @@ import numpy as np
 
 from qkv import display
 from qkv.readers import Readers
-from qkv.steps import kv_head
-
-# The project's one vocabulary for the steps, in data-flow order (docs/architecture.md).
-# "rope" (rotary models only) holds q and k before rotation; "q" and "k" then hold them after.
-# "capped" (soft-capping), "biased" (an additive bias) and "sink" (the weight an attention sink
-# takes, (..., L, 1)) appear only when the computation has them.
-STEPS = (
-    "x",
-    "q",
-    "k",
-    "v",
-    "rope",
-    "scores",
-    "scaled",
-    "tempered",
-    "capped",
-    "biased",
-    "masked",
-    "weights",
-    "sink",
-    "z",
-    "head_out",
-    "out",
-)
-
-# The steps with a head axis that one head's trace keeps (``Trace.head``).
-HEAD_STEPS = STEPS[1:4] + STEPS[5:14]  # q k v scores … masked weights sink z
+from qkv.steps import HEAD_STEPS, STEPS, kv_head
 
 FORMAT = "qkv.trace/1"
 # What ``from_json`` accepts: the dtypes ``to_json`` writes, and a size checked before any
