@@ -10,6 +10,7 @@ import click
 from qkv.bench import pinned
 from qkv.bench.peers import PEERS, Config, unavailable
 from qkv.bench.run import QUICK, header, machine, render, run
+from qkv.cli.common import Number
 from qkv.cli.errors import CliError
 
 
@@ -69,14 +70,14 @@ def _sizes(_ctx, _param, value: str) -> list[int]:
     "--min-time",
     default=1.0,
     show_default=True,
-    type=click.FloatRange(0),
+    type=Number(at_least=0),
     help="Seconds of repeats per peer per configuration (at least 3 repeats).",
 )
 @click.option(
     "--max-memory",
     default=6.0,
     show_default=True,
-    type=click.FloatRange(0),
+    type=Number(at_least=0),
     help="GiB: peers whose score matrices would need more are skipped.",
 )
 @click.option(

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
-from qkv import steps
+from qkv import checks, steps
 from qkv.cache import KVCache
 from qkv.kernels.threads import single_threaded_blas
 from qkv.models.base import TextModel
@@ -148,21 +147,7 @@ def _pick(logits, temperature: float, top_k: int | None, rng) -> int:
 
 
 def _check_sampling(max_new_tokens, temperature, top_k) -> None:
-    if (
-        isinstance(max_new_tokens, bool)
-        or not isinstance(max_new_tokens, (int, np.integer))
-        or max_new_tokens < 1
-    ):
-        raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
-    if (
-        isinstance(temperature, bool)
-        or not isinstance(temperature, (int, float))
-        or not (math.isfinite(temperature) and temperature >= 0)
-    ):
-        raise ValueError(
-            f"temperature must be a finite number >= 0 (0 = greedy), got {temperature!r}"
-        )
-    if top_k is not None and (
-        isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1
-    ):
-        raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
+    checks.positive_int("max_new_tokens", max_new_tokens)
+    checks.sampling_temperature(temperature)
+    if top_k is not None:
+        checks.positive_int("top_k", top_k)
