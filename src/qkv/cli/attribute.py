@@ -7,8 +7,14 @@ import json
 
 import click
 
-from qkv.cli.common import FilePath, echo_sections, format_option, model_options, require
-from qkv.cli.errors import CliError
+from qkv.cli.common import (
+    FilePath,
+    echo_sections,
+    format_option,
+    model_options,
+    require,
+    transformers_run,
+)
 
 HELP = """Which parts of a real model wrote the next token after TEXT.
 
@@ -54,14 +60,10 @@ Examples:
 def attribute(model_spec, text, target, baseline, corrupted, top, png, as_json, allow_pickle, fmt):
     if png:
         require("matplotlib")
-    try:
+    with transformers_run(model_spec, text):
         from qkv import hf
-        from qkv.hf import loading, local
-    except ImportError as e:
-        raise CliError(str(e)) from None
-    if not text.strip():
-        raise CliError("--text must contain at least one non-space character")
-    try:
+        from qkv.hf import loading
+
         model, tokenizer, name = loading.load(model_spec, allow_pickle=allow_pickle)
         a = hf.attribute(model, text, target, baseline=baseline, tokenizer=tokenizer, by_key=top)
         report = a.to_dict()
@@ -71,10 +73,6 @@ def attribute(model_spec, text, target, baseline, corrupted, top, png, as_json, 
         if corrupted is not None:
             b = None if a.baseline is None else a.baseline.id
             report["patching"] = hf.patching(model, text, corrupted, baseline=b, **ids).to_dict()
-    except ValueError as e:
-        raise CliError(str(e)) from None
-    except local.RUN_ERRORS as e:  # the checkpoint's own code failed on this text
-        raise CliError(local.could_not_run(model_spec, e)) from None
     report = {"model": name, "text": text, "corrupted": corrupted, **report}
     if png:
         from qkv.hf.attribution_plot import describe, save

@@ -244,3 +244,32 @@ def local_model_or_error(path: str, *, allow_pickle: bool = False):
             return local.open_dir(path, allow_pickle=allow_pickle)
     except ValueError as e:
         raise CliError(str(e)) from None
+
+
+def any_model_or_error(name: str, *, allow_pickle: bool = False):
+    """A bundled model by name (``model_or_error``), else a local transformers directory or
+    hub id (``local_model_or_error``)."""
+    from qkv import models
+
+    if name in models.NAMES:
+        return model_or_error(name)
+    return local_model_or_error(name, allow_pickle=allow_pickle)
+
+
+@contextlib.contextmanager
+def transformers_run(spec: str, text: str):
+    """Around loading model ``spec`` with ``qkv.hf.loading`` and running it on ``text``: the
+    hf extra and a non-blank text checked first; then a ValueError, or the checkpoint's own
+    code failing on the text, as a one-line CliError."""
+    try:
+        from qkv.hf import local
+    except ImportError as e:  # qkv.hf names the extra: pip install 'qkv[hf]'
+        raise CliError(str(e)) from None
+    if not text.strip():
+        raise CliError("--text must contain at least one non-space character")
+    try:
+        yield
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    except local.RUN_ERRORS as e:  # the checkpoint's own code failed on this text
+        raise CliError(local.could_not_run(spec, e)) from None

@@ -10,10 +10,9 @@ from qkv.cli.common import (
     FilePath,
     Number,
     allow_pickle_option,
+    any_model_or_error,
     echo_sections,
     format_option,
-    local_model_or_error,
-    model_or_error,
     temperature_option,
     text_options,
 )
@@ -293,9 +292,7 @@ def _explain_model(name, text, layer, select, head, fmt, png, allow_pickle=False
             "sat on the mat'"
         )
     bundled = name in models.NAMES
-    model = (
-        model_or_error(name) if bundled else local_model_or_error(name, allow_pickle=allow_pickle)
-    )
+    model = any_model_or_error(name, allow_pickle=allow_pickle)
     if not 0 <= layer < model.n_layers:
         raise CliError(f"--layer must be in [0, {model.n_layers}) for {model.name}, got {layer}")
     try:

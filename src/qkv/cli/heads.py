@@ -8,14 +8,7 @@ import click
 import numpy as np
 
 from qkv import models
-from qkv.cli.common import (
-    FilePath,
-    json_option,
-    local_model_or_error,
-    model_options,
-    model_or_error,
-    text_options,
-)
+from qkv.cli.common import FilePath, any_model_or_error, json_option, model_options, text_options
 from qkv.cli.errors import CliError
 from qkv.cli.taxonomy import HELP as TAXONOMY_HELP
 from qkv.cli.taxonomy import show as show_taxonomy
@@ -63,11 +56,7 @@ def heads(model_name, allow_pickle, text, png, taxonomy, as_json):
 
     if not (text or taxonomy):
         raise CliError("--text or --text-file is required (or --taxonomy, which needs no text)")
-    m = (
-        model_or_error(model_name)
-        if model_name in models.NAMES
-        else local_model_or_error(model_name, allow_pickle=allow_pickle)
-    )
+    m = any_model_or_error(model_name, allow_pickle=allow_pickle)
     if taxonomy:
         return show_taxonomy(m, as_json=as_json)
     try:

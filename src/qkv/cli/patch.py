@@ -7,7 +7,14 @@ import json
 import click
 
 from qkv import checks
-from qkv.cli.common import checked, echo_sections, format_option, model_options, text_options
+from qkv.cli.common import (
+    checked,
+    echo_sections,
+    format_option,
+    model_options,
+    text_options,
+    transformers_run,
+)
 from qkv.cli.errors import CliError
 
 
@@ -103,20 +110,12 @@ def patch(model_spec, text, ablate, mean, pin, tau, knockout, top_k, allow_pickl
     if text is None:
         raise CliError("give the prompt with --text or --text-file")
     spec = spec_from_options(ablate, mean, tau, pin, knockout)
-    try:
-        from qkv.hf import compare, loading, local
-    except ImportError as e:
-        raise CliError(str(e)) from None
-    if not text.strip():
-        raise CliError("--text must contain at least one non-space character")
-    try:
+    with transformers_run(model_spec, text):
+        from qkv.hf import compare, loading
+
         model, tokenizer, name = loading.load(model_spec, allow_pickle=allow_pickle)
         inputs = tokenizer(text, return_tensors="pt")
         report = compare(model, dict(inputs), spec, tokenizer=tokenizer, top_k=top_k)
-    except ValueError as e:
-        raise CliError(str(e)) from None
-    except local.RUN_ERRORS as e:  # the checkpoint's own code failed on this text
-        raise CliError(local.could_not_run(model_spec, e)) from None
     if fmt == "json":
         click.echo(
             json.dumps(

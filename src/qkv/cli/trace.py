@@ -8,14 +8,7 @@ import time
 import click
 
 from qkv import models
-from qkv.cli.common import (
-    FilePath,
-    json_option,
-    local_model_or_error,
-    model_options,
-    model_or_error,
-    text_options,
-)
+from qkv.cli.common import FilePath, any_model_or_error, json_option, model_options, text_options
 from qkv.cli.errors import CliError
 
 
@@ -48,11 +41,7 @@ def trace(model_name, allow_pickle, text, layers, output, as_json):
     if text is None:
         raise CliError("give the text with --text or --text-file")
     bundled = model_name in models.NAMES
-    m = (
-        model_or_error(model_name)
-        if bundled
-        else local_model_or_error(model_name, allow_pickle=allow_pickle)
-    )
+    m = any_model_or_error(model_name, allow_pickle=allow_pickle)
     bad = sorted(set(layers) - set(range(m.n_layers)))
     if bad:
         raise CliError(f"--layer must be in [0, {m.n_layers}) for {m.name}, got {bad}")

@@ -263,16 +263,26 @@ def run(pool: ModelPool, req: ModelTraceRequest) -> dict:
     }
 
 
+def pool_names(pool: ModelPool) -> Any:
+    """The type of a name ``pool`` offers, Literal[...]: built at run time (none to check
+    statically)."""
+    return Literal[tuple(pool.names)]
+
+
+def naming_pool(request: type[BaseModel], pool: ModelPool) -> type[BaseModel]:
+    """``request`` with its ``model`` narrowed to the names ``pool`` offers: a request naming
+    any other model is a 422 before any work."""
+    return create_model(
+        request.__name__,
+        __base__=request,
+        model=(pool_names(pool), Field(description="GET /api/models lists them")),
+    )
+
+
 def router(pool: ModelPool) -> APIRouter:
     """The model endpoints, answered from ``pool``."""
     routes = APIRouter()
-    # the request names one of this pool's models: anything else is a 422 before any work
-    names: Any = Literal[tuple(pool.names)]  # a type built at run time: none to check statically
-    Request = create_model(
-        "ModelTraceRequest",
-        __base__=ModelTraceRequest,
-        model=(names, Field(description="GET /api/models lists them")),
-    )
+    Request = naming_pool(ModelTraceRequest, pool)
 
     @routes.get("/api/models", response_model=list[ModelInfo])
     def list_models():

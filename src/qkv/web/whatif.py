@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, Literal
+from typing import Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from qkv.explain.head_kinds import KINDS, MEANINGS
 from qkv.web import models
@@ -222,12 +222,7 @@ def router(pool: models.ModelPool) -> APIRouter:
     """The what-if and taxonomy endpoints over ``pool``'s models."""
     extras = Extras(pool)
     routes = APIRouter()
-    Name: Any = Literal[tuple(pool.names)]  # a type built at run time from the pool's names
-    Request = create_model(
-        "PatchRequest",
-        __base__=PatchRequest,
-        model=(Name, Field(description="GET /api/models lists them")),
-    )
+    Request = models.naming_pool(PatchRequest, pool)
 
     @routes.get("/api/model/abilities", response_model=list[Ability])
     def abilities():
@@ -276,7 +271,8 @@ def router(pool: models.ModelPool) -> APIRouter:
             }
         )
 
-    model_taxonomy.__annotations__["model"] = Name  # a type made here, not a name to look up
+    # a type made here, not a name to look up
+    model_taxonomy.__annotations__["model"] = models.pool_names(pool)
     routes.get(
         "/api/model/taxonomy",
         response_model=Taxonomy,
