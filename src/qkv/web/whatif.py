@@ -180,13 +180,12 @@ def patch(extras: Extras, req) -> dict:
         )
     from qkv.hf import compare
 
-    lm, tokenizer = extras.language_model(req.model)
+    local = req.model in extras.pool.local
+    with models.failures_named(req.model, local):  # its directory may have changed since
+        lm, tokenizer = extras.language_model(req.model)
     inputs = tokenizer(req.text, return_tensors="pt")
     inputs = {k: inputs[k] for k in ("input_ids", "attention_mask") if k in inputs}
-    with (
-        extras.run_locks[req.model],
-        models.failures_named(req.model, req.model in extras.pool.local),
-    ):
+    with extras.run_locks[req.model], models.failures_named(req.model, local):
         result = compare(
             lm, inputs, {f"{req.layer}.{req.head}": edit}, tokenizer=tokenizer, top_k=req.top_k
         )
