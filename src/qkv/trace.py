@@ -242,13 +242,14 @@ def _encode(a: np.ndarray) -> dict:
     if a.dtype == np.bool_:
         data = a.tolist()
     else:
-        data = _finite_or_text(a.astype(np.float64).tolist() if a.ndim else float(a))
+        data = finite_or_text(a.astype(np.float64).tolist() if a.ndim else float(a))
     return {"dtype": str(a.dtype), "shape": list(a.shape), "data": data}
 
 
-def _finite_or_text(x):
+def finite_or_text(x):
+    """Nested lists of numbers as JSON takes them: -inf, inf and nan as those strings."""
     if isinstance(x, list):
-        return [_finite_or_text(e) for e in x]
+        return [finite_or_text(e) for e in x]
     return x if math.isfinite(x) else repr(x)  # 'inf', '-inf', 'nan'
 
 

@@ -12,12 +12,12 @@ import base64
 import gzip
 import html
 import json
-import math
 from pathlib import Path
 
 import numpy as np
 
 from qkv.notebook import bundle
+from qkv.trace import finite_or_text
 from qkv.views.viewers import View, token_of, view_of
 
 HERE = Path(__file__).resolve().parent
@@ -38,17 +38,11 @@ def _short(trace_dict: dict) -> dict:
 def _float32_text(data):
     """Nested lists of float32 values -> the same values with float32's shortest digits."""
     x = np.asarray(_numbers(data), dtype=np.float32)
-    return _text(x.astype(str).astype(np.float64).tolist())
+    return finite_or_text(x.astype(str).astype(np.float64).tolist())
 
 
 def _numbers(x):
     return [_numbers(e) for e in x] if isinstance(x, list) else float(x)
-
-
-def _text(x):
-    if isinstance(x, list):
-        return [_text(e) for e in x]
-    return x if math.isfinite(x) else repr(x)  # as Trace.to_dict writes -inf, inf, nan
 
 
 def table(
