@@ -66,10 +66,8 @@ def scale(values: np.ndarray) -> list[float]:
     return [-m, m]
 
 
-def token_named(token: dict | None) -> dict | None:
+def token_named(token: dict) -> dict:
     """{token, id} with its label as qkv prints it (" Mary" -> "␣Mary")."""
-    if token is None:
-        return None
     return {"token": token["token"], "id": int(token["id"]), "label": visible(token["token"])}
 
 
@@ -139,7 +137,8 @@ def panel(attribution, patching=None, *, top: int = TOP) -> dict:
         raise ValueError(f"heads must be (n_layers, n_heads), got shape {heads.shape}")
     mlp = np.asarray(a["mlp"], dtype=np.float64)  # (n_layers,)
     tokens = labels(a["tokens"], len(a["tokens"]))
-    target, baseline = token_named(a["target"]), token_named(a.get("baseline"))
+    target = token_named(a["target"])
+    baseline = None if a.get("baseline") is None else token_named(a["baseline"])
     grids = {"attribution": {"values": heads.tolist(), "range": scale(heads), "unit": "logit"}}
     scores = None
     if p is not None:

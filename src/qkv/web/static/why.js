@@ -37,14 +37,14 @@ export function drawWhy(box, panel, { onPick = null } = {}) {
   choose.value = view.colour;
   const title = box.closest?.(".why-panel")?.querySelector(".why-title");
   if (title) title.textContent = `· ${panel.quantity}`;
-  box.replaceChildren(
+  box.replaceChildren(...[
     question(panel), shares(panel),
     panel.patching ? h("p", { class: "why-colour-row" },
       h("label", {}, "colour heads by ", choose), " ",
       h("span", { class: "hint" }, `patching from the corrupted prompt (${
         panel.patching.corrupted_tokens.length} tokens): LD clean ${fmt(panel.patching.clean, 3)}` +
         `, corrupted ${fmt(panel.patching.corrupted, 3)}`)) : null,
-    grid, legend, h("h3", {}, "top heads"), top, split);
+    grid, legend, h("h3", {}, "top heads"), top, split].filter(Boolean));
   paint();
   if (first) select(first.layer, first.head, false);
 
