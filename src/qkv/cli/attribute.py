@@ -7,7 +7,7 @@ import json
 
 import click
 
-from qkv.cli.common import FilePath, echo_sections, format_option, require
+from qkv.cli.common import FilePath, echo_sections, format_option, model_options, require
 from qkv.cli.errors import CliError
 
 HELP = """Which parts of a real model wrote the next token after TEXT.
@@ -33,15 +33,7 @@ Examples:
 
 
 @click.command(help=HELP)
-@click.option(
-    "--model",
-    "model_spec",
-    default="smollm2-135m",
-    show_default=True,
-    metavar="NAME|DIR|ID",
-    help="a bundled causal model (smollm2-135m), a local transformers directory, or a hub id "
-    "(owner/name: the local cache, else downloaded)",
-)
+@model_options("model_spec", default="smollm2-135m", bundled="causal: smollm2-135m")
 @click.option("--text", required=True, help="the prompt whose next token is explained")
 @click.option("--target", required=True, help="the token explained: one token (␣ = a space)")
 @click.option("--baseline", help="explain logit(TARGET) − logit(BASELINE): one token")
@@ -63,11 +55,6 @@ Examples:
     help='also write the "why this token" panel as one self-contained HTML file',
 )
 @click.option("--json", "as_json", is_flag=True, help="print the result as one JSON object")
-@click.option(
-    "--allow-pickle",
-    is_flag=True,
-    help="load pickle .bin weights from a directory without .safetensors",
-)
 @format_option(json_ok=False)
 def attribute(
     model_spec, text, target, baseline, corrupted, top, png, html, as_json, allow_pickle, fmt

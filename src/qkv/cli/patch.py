@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import math
 
 import click
 
-from qkv.cli.common import echo_sections, format_option, text_options
+from qkv import checks
+from qkv.cli.common import checked, echo_sections, format_option, model_options, text_options
 from qkv.cli.errors import CliError
 
 
@@ -43,13 +43,7 @@ def spec_from_options(ablate, mean, tau, pin, knockout) -> dict:
         add(_head(where, "--pin"), "pin", "uniform", "--pin")
     for text in tau:
         where, value = _assignment(text, "--tau")
-        try:
-            tau_value = float(value)
-        except ValueError:
-            tau_value = math.nan
-        if not (math.isfinite(tau_value) and tau_value > 0):
-            raise CliError(f"--tau takes LAYER.HEAD=τ with a finite number τ > 0, got {text!r}")
-        add(where, "tau", tau_value, "--tau")
+        add(where, "tau", checked(checks.temperature_value, value, f"--tau {where}: τ"), "--tau")
     for text in knockout:
         where, value = _assignment(text, "--knockout")
         if not value.lstrip("-").isdigit():
@@ -63,14 +57,7 @@ def spec_from_options(ablate, mean, tau, pin, knockout) -> dict:
 
 
 @click.command()
-@click.option(
-    "--model",
-    "model_spec",
-    default="smollm2-135m",
-    show_default=True,
-    help="a bundled causal model (smollm2-135m), a local transformers directory, or a "
-    "hub id (owner/name: the local cache, else downloaded)",
-)
+@model_options("model_spec", default="smollm2-135m", bundled="causal: smollm2-135m")
 @text_options("the prompt whose next token is predicted (or --text-file)")
 @click.option("--ablate", multiple=True, metavar="L.H", help="set head H of layer L's z to 0")
 @click.option(
@@ -99,11 +86,6 @@ def spec_from_options(ablate, mean, tau, pin, knockout) -> dict:
     show_default=True,
     type=click.IntRange(1, 50),
     help="how many likeliest next tokens to list",
-)
-@click.option(
-    "--allow-pickle",
-    is_flag=True,
-    help="load pickle .bin weights from a directory without .safetensors",
 )
 @format_option()
 def patch(model_spec, text, ablate, mean, pin, tau, knockout, top_k, allow_pickle, fmt):

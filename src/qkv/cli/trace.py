@@ -12,6 +12,7 @@ from qkv.cli.common import (
     FilePath,
     json_option,
     local_model_or_error,
+    model_options,
     model_or_error,
     text_options,
 )
@@ -19,20 +20,7 @@ from qkv.cli.errors import CliError
 
 
 @click.command()
-@click.option(
-    "--model",
-    "model_name",
-    default="smollm2-135m",
-    show_default=True,
-    metavar="NAME|DIR|ID",
-    help=f"a bundled model ({', '.join(models.names())}), a local transformers model "
-    "directory, or a hub id (owner/name: the local cache, else downloaded)",
-)
-@click.option(
-    "--allow-pickle",
-    is_flag=True,
-    help="let --model DIR load pickle .bin weights (they can run code) when it has no .safetensors",
-)
+@model_options("model_name", default="smollm2-135m", bundled=", ".join(models.names()))
 @text_options("the text to trace (up to the model's context)")
 @click.option(
     "--layer",

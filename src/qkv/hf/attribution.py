@@ -179,6 +179,8 @@ def _watching(model, watch: KeyRows):
 
 def _shares(anatomy: Anatomy, got: Captured, t: int, b: int | None):
     """Every part's share of the logit difference, and per layer what a z reads onto it."""
+    # capture() made sure the run passed the embedding and the final norm
+    assert got.embed is not None and got.final_in is not None and got.final_out is not None
     W_U = anatomy.W_U().detach()  # (vocab, d_model): only two rows are read
     du = W_U[t].double() - (W_U[b].double() if b is not None else 0.0)  # (d_model,)
     final = freeze(anatomy.final_norm, got.final_in)

@@ -74,13 +74,10 @@ def table(
         )
     for t in taus:
         view.check(select=0, temperature=t, head=0, layer=layers[0])
-    start = {
-        "select": view.select if select is None else token_of(view, select),
-        "temperature": taus[0],
-        "head": head,
-        "layer": layers[0] if layer is None else layer,
-    }
-    view.check(**start)
+    first = view.select if select is None else token_of(view, select)
+    first_layer = layers[0] if layer is None else layer
+    view.check(select=first, temperature=taus[0], head=head, layer=first_layer)
+    start = {"select": first, "temperature": taus[0], "head": head, "layer": first_layer}
     traces: list[dict] = []
     seen: dict[int, int] = {}  # id(trace dict) -> index in traces
     sections: dict[str, int] = {}  # a walkthrough section (as JSON) -> its index: most repeat

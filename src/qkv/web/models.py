@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import OrderedDict
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from fastapi import APIRouter
@@ -35,7 +35,10 @@ MODEL_PAGE_TOKENS = 32  # the page's limit: a 32 × 32 heatmap per head stays re
 MAX_CHARS = 400  # checked before tokenizing
 KEEP_RUNS = 4  # sentences whose traces (every layer) stay in memory, ≈ 40 MB each at 32 tokens
 
-ModelName = Literal[tuple(models.NAMES)]
+if TYPE_CHECKING:
+    ModelName = str
+else:  # a Literal of the names known here, built at run time
+    ModelName = Literal[tuple(models.NAMES)]
 
 
 class ModelTraceRequest(BaseModel):
@@ -69,7 +72,7 @@ class ModelTraceRequest(BaseModel):
 class ModelInfo(BaseModel):
     name: str
     local: bool = Field(
-        False,
+        default=False,
         description="a transformers directory the server was started "
         "with (computed by qkv through qkv.hf)",
     )
@@ -87,7 +90,7 @@ class Grid(BaseModel):
     weight ≈ byte / 255, row-major, base64. Enough to draw thumbnails, not to compute with."""
 
     shape: list[int]
-    encoding: Literal[grids.GRID_ENCODING] = grids.GRID_ENCODING
+    encoding: Literal["uint8/255 base64"] = grids.GRID_ENCODING
     data: str
 
 
@@ -271,10 +274,11 @@ def router(pool: ModelPool) -> APIRouter:
     """The model endpoints, answered from ``pool``."""
     routes = APIRouter()
     # the request names one of this pool's models: anything else is a 422 before any work
+    names: Any = Literal[tuple(pool.names)]  # a type built at run time: none to check statically
     Request = create_model(
         "ModelTraceRequest",
         __base__=ModelTraceRequest,
-        model=(Literal[tuple(pool.names)], Field(description="GET /api/models lists them")),
+        model=(names, Field(description="GET /api/models lists them")),
     )
 
     @routes.get("/api/models", response_model=list[ModelInfo])

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 from qkv.explain.head_kinds import KINDS, MEANINGS
 from qkv.web import models
 from qkv.web.errors import FieldError
-from qkv.web.schemas import TAU_MAX, TAU_MIN
+from qkv.web.schemas import Tau
 
 MAX_TOP_K = 20
 ENCODERS = {"minilm-l6"}  # bundled models without a next-token head
@@ -42,14 +42,7 @@ class Edit(BaseModel):
     pin: Literal["uniform"] | None = Field(
         None, description="the head's weights set to uniform over the keys it may see"
     )
-    tau: float | None = Field(
-        None,
-        strict=True,
-        allow_inf_nan=False,
-        ge=TAU_MIN,
-        le=TAU_MAX,
-        description="the head's temperature τ (the model's is 1)",
-    )
+    tau: Tau | None = Field(None, description="the head's temperature τ (the model's is 1)")
     knockout: int | None = Field(
         None, strict=True, ge=0, description="a key position the head may no longer see"
     )
