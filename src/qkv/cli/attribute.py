@@ -15,6 +15,7 @@ from qkv.cli.common import (
     require,
     transformers_run,
 )
+from qkv.cli.errors import CliError
 
 HELP = """Which parts of a real model wrote the next token after TEXT.
 
@@ -55,9 +56,16 @@ Examples:
     help="how many top heads to list and split by key",
 )
 @click.option("--png", type=FilePath(writable=True), help="also draw the result into this PNG")
+@click.option(
+    "--html",
+    type=FilePath(writable=True),
+    help='also write the "why this token" panel as one self-contained HTML file',
+)
 @click.option("--json", "as_json", is_flag=True, help="print the result as one JSON object")
 @format_option(json_ok=False)
-def attribute(model_spec, text, target, baseline, corrupted, top, png, as_json, allow_pickle, fmt):
+def attribute(
+    model_spec, text, target, baseline, corrupted, top, png, html, as_json, allow_pickle, fmt
+):
     if png:
         require("matplotlib")
     with transformers_run(model_spec, text):
@@ -78,11 +86,19 @@ def attribute(model_spec, text, target, baseline, corrupted, top, png, as_json, 
         from qkv.hf.attribution_plot import describe, save
 
         save(report, png, title=f"{name}: {describe(report)} after {text!r}")
+    if html:
+        from qkv.notebook.export import to_html
+
+        try:
+            to_html(a, html, patching=report["patching"], title=f"qkv · {name}: why?")
+        except OSError as e:
+            raise CliError(f"cannot write {html}: {e.strerror}") from None
     if as_json:
         click.echo(json.dumps(report))
     else:
         from qkv.cli.attribution_text import sections
 
         echo_sections(sections(report, top), fmt)
-    if png:
-        click.echo(f"wrote {png}", err=as_json)
+    for path in (png, html):
+        if path:
+            click.echo(f"wrote {path}", err=as_json)

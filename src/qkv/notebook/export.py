@@ -18,6 +18,7 @@ import numpy as np
 
 from qkv.notebook import bundle
 from qkv.trace import finite_or_text
+from qkv.views import why
 from qkv.views.viewers import View, token_of, view_of
 
 HERE = Path(__file__).resolve().parent
@@ -134,15 +135,24 @@ def to_html(
     head: int = 0,
     layer: int | None = None,
     title: str | None = None,
+    patching=None,
 ) -> str:
-    """Write ``obj`` (a scene, a Trace or a model's run) as one self-contained HTML file.
+    """Write ``obj`` (a scene, a Trace or a model's run) as one self-contained HTML file; for a
+    ``qkv.hf.attribute`` result, its "why this token" panel (with ``patching``, a
+    ``qkv.hf.patching`` result of the same prompt), every head's split embedded.
 
     temperatures: the τ values to precompute (default: the object's own); select, head,
     layer: what the file opens on. Returns the HTML text; writes it to ``path`` when given.
     """
-    view = view_of(obj)
-    data = table(view, temperatures=temperatures, select=select, head=head, layer=layer)
-    text = document(data, title=title or f"qkv · {view.title}")
+    if why.is_attribution(obj):
+        panel = why.panel(obj, patching)
+        data: dict = {"info": {"kind": "why", "why": panel}}
+        text = document(data, title=title or f"qkv · why {panel['target']['label']}?")
+    else:
+        why.check_not_patching(obj, patching)
+        view = view_of(obj)
+        data = table(view, temperatures=temperatures, select=select, head=head, layer=layer)
+        text = document(data, title=title or f"qkv · {view.title}")
     if path is not None:
         Path(path).write_text(text, encoding="utf-8")
     return text

@@ -207,6 +207,8 @@ def failures_named(name: str, local: bool):
 
     try:
         yield
+    except FieldError:  # already names its field
+        raise
     except ValueError as e:
         raise FieldError("model", str(e)) from None
     except RUN_ERRORS as e:
@@ -223,23 +225,28 @@ def grid(weights: np.ndarray) -> Grid:
     return Grid(**grids.grid(weights))
 
 
+def encoded(pool: ModelPool, name: str, text: str, field: str = "text"):
+    """(the loaded model, the token labels of ``text``); a text that is blank or longer than
+    the page reads is a 422 naming ``field``."""
+    if not text.strip():
+        raise FieldError(
+            field, f"{field} must contain at least one non-space character, got {shown(text)}"
+        )
+    m = pool.get(name)
+    try:
+        _, labels = m.encode(text, limit=MODEL_PAGE_TOKENS)
+    except ValueError as e:
+        message = str(e).replace(
+            "a trace keeps every step of every layer, so it reads", "the page reads"
+        )
+        raise FieldError(field, message.replace("text is", f"{field} is", 1)) from None
+    return m, list(labels)
+
+
 def checked(pool: ModelPool, req) -> tuple[object, list[str]]:
     """(the loaded model, the text's token labels) for a request naming a model, a text, a
     layer and a head; each out of range is a 422 naming its field."""
-    if not req.text.strip():
-        raise FieldError(
-            "text", f"text must contain at least one non-space character, got {shown(req.text)}"
-        )
-    m = pool.get(req.model)
-    try:
-        _, labels = m.encode(req.text, limit=MODEL_PAGE_TOKENS)
-    except ValueError as e:
-        raise FieldError(
-            "text",
-            str(e).replace(
-                "a trace keeps every step of every layer, so it reads", "the page reads"
-            ),
-        ) from None
+    m, labels = encoded(pool, req.model, req.text)
     in_range("layer", req.layer, m.n_layers, f"({req.model} has {m.n_layers} layers)")
     in_range("head", req.head, m.n_heads, f"({req.model} has {m.n_heads} heads a layer)")
     return m, list(labels)

@@ -30,6 +30,7 @@ from qkv.web.schemas import Tau
 
 MAX_TOP_K = 20
 ENCODERS = {"minilm-l6"}  # bundled models without a next-token head
+NO_TOKEN = "so there is no next token to explain"  # why an attribution cannot be answered
 
 
 class Edit(BaseModel):
@@ -102,6 +103,8 @@ class Ability(BaseModel):
     what_if_why: str | None = Field(None, description="why not, when what_if is false")
     taxonomy: bool
     taxonomy_why: str | None = None
+    attribute: bool = Field(False, description="POST /api/model/attribute can answer")
+    attribute_why: str | None = None
 
 
 class Taxonomy(BaseModel):
@@ -131,10 +134,13 @@ class Extras:
         self.run_locks = {name: threading.Lock() for name in pool.names}
 
     def why_no_what_if(self, name: str) -> str | None:
+        return self.why_no_next_token(name, "so there is nothing to compare")
+
+    def why_no_next_token(self, name: str, so: str) -> str | None:
+        """Why ``name`` cannot predict a next token here (``so``: what that rules out), or
+        None when it can."""
         if name in ENCODERS:
-            return (
-                f"{name} is an encoder: it predicts no next token, so there is nothing to compare"
-            )
+            return f"{name} is an encoder: it predicts no next token, {so}"
         if (why := _missing_hf()) is not None:
             return why
         if name in self.pool.local:
@@ -217,9 +223,10 @@ def summary(before: list[dict], after: list[dict], kl: float) -> str:
     return f"{top}; KL(before ‖ after) = {kl:.4f} nats"
 
 
-def router(pool: models.ModelPool) -> APIRouter:
-    """The what-if and taxonomy endpoints over ``pool``'s models."""
-    extras = Extras(pool)
+def router(pool: models.ModelPool, extras: Extras | None = None) -> APIRouter:
+    """The what-if and taxonomy endpoints over ``pool``'s models (``extras``: its language
+    models, shared with other routers; default: built here)."""
+    extras = extras or Extras(pool)
     routes = APIRouter()
     Request = models.naming_pool(PatchRequest, pool)
 
@@ -234,6 +241,8 @@ def router(pool: models.ModelPool) -> APIRouter:
                 what_if_why=why,
                 taxonomy=missing is None,
                 taxonomy_why=missing,
+                attribute=(cannot := extras.why_no_next_token(n, NO_TOKEN)) is None,
+                attribute_why=cannot,
             )
             for n in pool.names
         ]
