@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any, Literal
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field
 
 from qkv.views import why as views
 from qkv.web import models
@@ -153,12 +152,7 @@ def router(extras: Extras) -> APIRouter:
     routes = APIRouter()
     kept: OrderedDict = OrderedDict()
     lock = threading.Lock()
-    Name: Any = Literal[tuple(extras.pool.names)]  # a type built at run time from the pool
-    Request = create_model(
-        "WhyRequest",
-        __base__=WhyRequest,
-        model=(Name, Field(description="GET /api/models lists them")),
-    )
+    Request = models.naming_pool(WhyRequest, extras.pool)
 
     def model_attribute(req):
         """Which heads wrote the next token: direct logit attribution at the last position,
