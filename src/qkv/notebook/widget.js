@@ -7,6 +7,7 @@ import { $ as byId, fmt, h } from "../web/static/dom.js";
 import { decodeGrid, gridTable, markGrid } from "../web/static/grid.js";
 import { buildPanels } from "../web/static/panels.js";
 import { render as paint } from "../web/static/render.js";
+import { whyPanel } from "../web/static/why.js";
 import { channel } from "./channel.js";
 import { foldPanels } from "./fold.js";
 import { buildLong, drawLong, fillTokens, LONG_OPEN, queryControl } from "./long.js";
@@ -27,6 +28,11 @@ export function render({ model, el, css }) {
   const root = el.shadowRoot || el.attachShadow({ mode: "open" });
   const $ = (id) => byId(id, root);
   const info = model.get("info");
+  if (info.kind === "why") {  // qkv.show(attribution): the "why this token" panel alone
+    root.replaceChildren(h("style", {}, css || ""), h("div", { class: "qkv-page" },
+      h("main", {}, whyPanel(info.why))));
+    return () => {};
+  }
   const state = { stage: "weights" };
   const long = Boolean(info.long);  // a long text: views/long_text.py, long.js
   const panels = long ? buildLong(info) : buildPanels(h("main", {}));
