@@ -15,9 +15,11 @@ pytest.importorskip("anywidget", reason="the notebook extra is not installed")
 TEXT = "The bank raised its rates because inflation was high"
 
 
-def weights_of(payload) -> np.ndarray:
-    """The payload's weights (the JSON's −inf/NaN strings never occur in weights)."""
-    return np.array(payload["trace"]["steps"]["weights"]["data"], dtype=np.float64)
+def weights_of(trace) -> np.ndarray:
+    """The trace's weights in their own dtype (float32 written with its shortest digits reads
+    back exactly as float32; the JSON's −inf/NaN strings never occur in weights)."""
+    w = trace["steps"]["weights"]
+    return np.array(w["data"], dtype=w["dtype"]).astype(np.float64)
 
 
 def bank_reference(temperature: float) -> np.ndarray:
@@ -36,10 +38,10 @@ def test_import_qkv_does_not_import_anywidget():
 def test_setting_select_and_temperature_recomputes_with_the_engine():
     w = qkv.show(qkv.presets.load("bank"), select="bank")
     assert w.select == 4 and w.temperature == 1.0
-    np.testing.assert_allclose(weights_of(w.payload), bank_reference(1.0), rtol=1e-12)
+    np.testing.assert_allclose(weights_of(w.trace), bank_reference(1.0), rtol=1e-12)
     w.temperature = 0.3
     assert w.payload["settings"]["temperature"] == 0.3
-    np.testing.assert_allclose(weights_of(w.payload), bank_reference(0.3), rtol=1e-12)
+    np.testing.assert_allclose(weights_of(w.trace), bank_reference(0.3), rtol=1e-12)
     w.select = 6
     sel = w.payload["selected"]
     assert sel["index"] == 6 and w.payload["settings"]["select"] == 6
@@ -58,7 +60,7 @@ def test_head_of_a_multi_head_scene():
     assert w.payload["settings"]["head"] == 1 and w.payload["selected"]["head"] == 1
     mha = qkv.MultiHeadAttention.from_weights(sc.W_Q, sc.W_K, sc.W_V, sc.W_O, sc.b_O)
     _, ref = mha(sc.x, temperature=2.0, return_trace=True)
-    np.testing.assert_allclose(weights_of(w.payload), ref.weights, rtol=1e-12)
+    np.testing.assert_allclose(weights_of(w.trace), ref.weights, rtol=1e-12)
     i = w.select
     np.testing.assert_allclose(
         w.payload["selected"]["contributions"], ref.contributions(i, head=1), rtol=1e-12
@@ -87,8 +89,8 @@ def test_a_one_head_trace_is_rerun_from_its_q_k_v(rng):
     assert w.select == 4 and w.info["words"].startswith("5 queries × 5 keys, d_k = 3, d_v = 7")
     w.temperature = 0.5
     ref = qkv.attention_weights(q, k, causal=True, temperature=0.5)
-    np.testing.assert_allclose(weights_of(w.payload), ref, rtol=1e-12)
-    assert w.payload["trace"]["settings"]["causal"] == "bottom-right"
+    np.testing.assert_allclose(weights_of(w.trace), ref, rtol=1e-12)
+    assert w.trace["settings"]["causal"] == "bottom-right"
 
 
 def test_a_multi_head_trace_keeps_its_temperature(rng):
@@ -119,7 +121,7 @@ def test_model_run_layer_and_head(minilm):
     assert w.info["layers"] == list(range(6)) and w.info["n_heads"] == 12
     assert w.info["grid"]["shape"] == [6, 12, len(run.tokens), len(run.tokens)]
     w.layer, w.head = 3, 7
-    np.testing.assert_allclose(weights_of(w.payload), run.layer(3).weights[7], rtol=0, atol=0)
+    np.testing.assert_allclose(weights_of(w.trace), run.layer(3).weights[7], rtol=0, atol=0)
     # another τ: the head rerun from its q, k (after the model's projections) by qkv.attention
     w.temperature = 0.5
     tr = run.layer(3)
@@ -129,4 +131,4 @@ def test_model_run_layer_and_head(minilm):
         scale=tr.settings["scale"],
         temperature=0.5,
     )
-    np.testing.assert_allclose(weights_of(w.payload), ref, rtol=2e-5, atol=1e-6)
+    np.testing.assert_allclose(weights_of(w.trace), ref, rtol=2e-5, atol=1e-6)

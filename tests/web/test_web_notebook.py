@@ -144,6 +144,7 @@ def test_widget_module_draws_and_sends_changes(browser):
     state = {
         "info": w.info,
         "payload": w.payload,
+        "trace": w.trace,
         "error": "",
         "select": w.select,
         "temperature": w.temperature,

@@ -40,8 +40,9 @@ def open_widget(browser, w, *, answers: bool, width: int = 1100):
     """The widget's module rendered into #a of a blank page; (page, errors)."""
     from qkv.notebook import bundle
 
-    state = {k: getattr(w, k) for k in ("info", "payload", "error", "select", "temperature")}
-    state.update(head=w.head, layer=w.layer, picture=base64.b64encode(w.picture).decode())
+    state = {k: getattr(w, k) for k in ("info", "payload", "trace", "error", "select")}
+    state.update(temperature=w.temperature, head=w.head, layer=w.layer)
+    state["picture"] = base64.b64encode(w.picture).decode()
     url = "data:text/javascript;base64," + base64.b64encode(bundle.esm().encode()).decode()
     context = browser.new_context(viewport={"width": width, "height": 900})
     context.route(

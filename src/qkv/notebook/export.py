@@ -14,36 +14,12 @@ import html
 import json
 from pathlib import Path
 
-import numpy as np
-
 from qkv.notebook import bundle
-from qkv.trace import finite_or_text
 from qkv.views import why
 from qkv.views.viewers import View, token_of, view_of
 
 HERE = Path(__file__).resolve().parent
 MAX_PAYLOADS = 20_000  # token × head × layer × τ choices one file may hold
-
-
-def _short(trace_dict: dict) -> dict:
-    """float32 steps written with float32's shortest digits (the same float32 numbers read
-    back; float64 steps are left as they are)."""
-    steps = {}
-    for name, a in trace_dict["steps"].items():
-        if a["dtype"] == "float32":
-            a = {**a, "data": _float32_text(a["data"])}
-        steps[name] = a
-    return {**trace_dict, "steps": steps}
-
-
-def _float32_text(data):
-    """Nested lists of float32 values -> the same values with float32's shortest digits."""
-    x = np.asarray(_numbers(data), dtype=np.float32)
-    return finite_or_text(x.astype(str).astype(np.float64).tolist())
-
-
-def _numbers(x):
-    return [_numbers(e) for e in x] if isinstance(x, list) else float(x)
 
 
 def table(
@@ -76,7 +52,6 @@ def table(
     seen: dict[int, int] = {}  # id(trace dict) -> index in traces
     sections: dict[str, int] = {}  # a walkthrough section (as JSON) -> its index: most repeat
     rows = {}
-    f32 = view.dtype == np.float32
     for ti, t in enumerate(taus):
         for lay in layers:
             for hd in heads:
@@ -85,14 +60,12 @@ def table(
                     key = id(p["trace"])
                     if key not in seen:
                         seen[key] = len(traces)
-                        traces.append(_short(p["trace"]))
+                        traces.append(p["trace"])
                     walk = [
                         sections.setdefault(json.dumps(sec), len(sections))
                         for sec in p["walkthrough"]
                     ]
                     sel = p["selected"]
-                    if f32:
-                        sel = {**sel, "contributions": _float32_text(sel["contributions"])}
                     rows[f"{ti}|{lay}|{hd}|{i}"] = {
                         "settings": p["settings"],
                         "trace": seen[key],

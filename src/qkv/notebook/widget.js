@@ -93,9 +93,10 @@ export function render({ model, el, css }) {
     $("error").hidden = !message;
   }
   function draw() {
-    const result = model.get("payload");
+    let result = model.get("payload");
+    if (result && !long && !result.trace) result = { ...result, trace: model.get("trace") };
     if (!result || !result.settings || !(long || result.trace)) return;
-    if (long) drawLong(panels, result, info, ctx.onSelect);
+    if (long) drawLong(root, result, info, ctx.onSelect);
     else paint(panels, result, ctx);
     const st = result.settings;
     if (tau && tau.type === "range") {

@@ -4,9 +4,9 @@ The view is the page's own JavaScript (``bundle.esm()``, joined when this module
 its state is four traits that Python and the view share: ``select`` (query token), ``temperature``
 (τ), ``head`` and ``layer``. Setting any of them, from Python or by a click in the view, reruns
 qkv's engine in Python and sends the new ``payload``; the view only draws it. Up to
-``long_text.PANEL_TOKENS`` tokens the payload is the page's answer (every number of one head);
-past it, the selected row in numbers, and the view asks for what it draws (``requests``:
-custom messages answered with binary buffers).
+``long_text.PANEL_TOKENS`` tokens the payload is the page's answer, its ``trace`` (every number
+of one head) apart, sent only when it changes; past it, the selected row in numbers, and the
+view asks for what it draws (``requests``: custom messages answered with binary buffers).
 
 ``picture`` (PNG bytes, ``views.picture``) is the current view as a still image: the display
 bundle carries it too, so a saved notebook, nbconvert's HTML and GitHub show it without a
@@ -34,6 +34,7 @@ class AttentionWidget(anywidget.AnyWidget):
 
     info = traitlets.Dict().tag(sync=True)  # sizes and controls, sent once
     payload = traitlets.Dict().tag(sync=True)  # what the view draws for the current choice
+    trace = traitlets.Dict().tag(sync=True)  # the head shown (Trace.to_dict), up to 32 tokens
     picture = traitlets.Bytes(b"").tag(sync=True)  # the current view as PNG (views.picture)
     error = traitlets.Unicode("").tag(sync=True)  # why the view's last change was refused
 
@@ -86,8 +87,10 @@ class AttentionWidget(anywidget.AnyWidget):
         with self.hold_sync():  # one message for the three
             if self._view.long:
                 self.payload = self._view.brief(**choice)
-            else:
-                self.payload = self._view.payload(**choice)
+            else:  # the trace travels only when τ, head or layer change it
+                payload = self._view.payload(**choice)
+                self.trace = payload.pop("trace")
+                self.payload = payload
             self.picture = self._picture().png
             self.error = ""
 

@@ -156,6 +156,12 @@ class View:
         shown = selection.answer(
             tr, select, head if self.n_heads else None, walk=walk_trace, trace_dict=tr_dict
         )
+        if self.dtype == np.float32:  # its shortest digits: the same numbers, half the text
+            sel = shown["selected"]
+            shown["selected"] = {
+                **sel,
+                "contributions": selection.float32_text(sel["contributions"]),
+            }
         return {
             "scene": {"tokens": self.tokens, "d_model": self.d_model},
             "settings": self.settings(
@@ -196,7 +202,7 @@ class SceneView(View):
     @functools.lru_cache(maxsize=16)  # noqa: B019 - a view lives as long as its widget
     def _trace(self, temperature: float, head: int, layer: int):
         tr = self.scene.trace(temperature=temperature)  # (the head axis holds every head)
-        return tr, tr.to_dict(), tr
+        return tr, selection.float32_digits(tr.to_dict()), tr
 
 
 class TraceView(View):
@@ -241,7 +247,7 @@ class TraceView(View):
     @functools.lru_cache(maxsize=16)  # noqa: B019 - a view lives as long as its widget
     def _trace(self, temperature: float, head: int, layer: int):
         tr = self.trace if temperature == self.temperature else _rerun(self.trace, temperature)
-        return tr, tr.to_dict(), tr
+        return tr, selection.float32_digits(tr.to_dict()), tr
 
 
 class ModelView(View):
@@ -306,9 +312,9 @@ class ModelView(View):
         layer_trace = self.run.layer(layer)
         tr = selection.one_head(layer_trace, head)
         if temperature == self.temperature:
-            return tr, tr.to_dict(), layer_trace
+            return tr, selection.float32_digits(tr.to_dict()), layer_trace
         tr = _rerun(tr, temperature)
-        return tr, tr.to_dict(), tr
+        return tr, selection.float32_digits(tr.to_dict()), tr
 
 
 def view_of(obj) -> View:
