@@ -8,18 +8,16 @@ from __future__ import annotations
 import pytest
 
 import qkv
+from qkv.bench.trace import text_of
 from qkv.views.long_text import PANEL_TOKENS
 
 pytest.importorskip("anywidget", reason="the notebook extra is not installed")
 
 import wire  # noqa: E402
 
-WORDS = "the bank raised its rates and the river bank flooded after the rain".split()
-
 
 def test_each_change_at_the_panels_largest_text_stays_small(smollm2, monkeypatch):
-    text = " ".join(WORDS[i % len(WORDS)] for i in range(PANEL_TOKENS))  # a token a word
-    run = smollm2.trace(text)
+    run = smollm2.trace(text_of(smollm2, PANEL_TOKENS))
     assert len(run.tokens) == PANEL_TOKENS
     wire.recording(monkeypatch)
     w = qkv.show(run)

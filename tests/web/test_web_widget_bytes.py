@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 import qkv
+from qkv.bench.trace import text_of
 
 pytest.importorskip("anywidget", reason="the notebook extra is not installed")
 
@@ -15,19 +16,6 @@ from widget_bridge import open_bridged, settle, wire  # noqa: E402
 
 FIRST_STATE = 2_000_000
 PER_CHANGE = 256_000
-WORDS = "the bank raised its rates and the river bank flooded after the rain".split()
-
-
-def text_of(model, n: int) -> str:
-    """A text of exactly n tokens for ``model`` (counted by its tokenizer)."""
-    words = " ".join(WORDS[i % len(WORDS)] for i in range(n))
-    count = lambda t: len(model.encode(t, limit=10 * n)[0])  # noqa: E731
-    lo, hi = 1, len(words)
-    while hi - lo > 1:  # the longest prefix with at most n tokens
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if count(words[:mid]) <= n else (lo, mid)
-    assert count(words[:lo]) == n
-    return words[:lo]
 
 
 @pytest.mark.slow
