@@ -24,8 +24,7 @@ Image = pytest.importorskip("PIL.Image")
 SRC = str(Path(qkv.__file__).resolve().parents[1])  # the qkv the kernel must import
 
 CELL = """import qkv
-w = qkv.show(qkv.presets.load("bank"), select="bank", temperature=0.5)
-w"""
+qkv.show(qkv.presets.load("bank"), select="bank", temperature=0.5)"""
 
 
 def run(tmp_path, source: str):
