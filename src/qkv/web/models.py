@@ -29,7 +29,7 @@ from qkv import models
 from qkv.views import grid as grids
 from qkv.views import selection
 from qkv.web.errors import FieldError, shown
-from qkv.web.schemas import Section, Selected, request_config
+from qkv.web.schemas import Index, Section, Selected, request_config
 
 MODEL_PAGE_TOKENS = 32  # the page's limit: a 32 × 32 heatmap per head stays readable
 MAX_CHARS = 400  # checked before tokenizing
@@ -61,11 +61,9 @@ class ModelTraceRequest(ModelRequest):
         max_length=MAX_CHARS,
         description=f"the sentence; at most {MODEL_PAGE_TOKENS} tokens",
     )
-    layer: int = Field(0, strict=True, ge=0, description="layer to inspect, from 0")
-    head: int = Field(0, strict=True, ge=0, description="query head to inspect, from 0")
-    select: int | None = Field(
-        None, strict=True, ge=0, description="query token index; default: the last token"
-    )
+    layer: Index = Field(0, description="layer to inspect, from 0")
+    head: Index = Field(0, description="query head to inspect, from 0")
+    select: Index | None = Field(None, description="query token index; default: the last token")
     grid: bool = Field(
         True, strict=True, description="include every layer's and head's weights (the grid)"
     )

@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 from qkv import practice
 from qkv.practice.bank import MAX_SEED
 from qkv.web.errors import FieldError
-from qkv.web.schemas import MAX_NAME_CHARS, request_config
+from qkv.web.schemas import MAX_NAME_CHARS, Index, request_config
 
 router = APIRouter()
 
@@ -49,7 +49,7 @@ class CheckRequest(BaseModel):
     kind: str = Field(
         max_length=MAX_NAME_CHARS, description="an exercise kind (GET /api/practice/topics)"
     )
-    seed: int = Field(strict=True, ge=0, le=MAX_SEED)
+    seed: Index = Field(le=MAX_SEED)
     answer: str = Field(max_length=MAX_ANSWER_CHARS, description="as a learner types it")
 
 

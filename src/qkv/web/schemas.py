@@ -31,6 +31,8 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 Number = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-MAX_ABS, le=MAX_ABS)]
 # τ: a Number in [TAU_MIN, TAU_MAX].
 Tau = Annotated[Number, Field(ge=TAU_MIN, le=TAU_MAX)]
+# An index or a count from 0: a JSON integer (not a string, not a bool), ≥ 0.
+Index = Annotated[int, Field(strict=True, ge=0)]
 Row = Annotated[list[Number], Field(min_length=1, max_length=MAX_DIMS)]
 Matrix = Annotated[list[Row], Field(min_length=1, max_length=MAX_DIMS)]
 Matrix_X = Annotated[list[Row], Field(min_length=1, max_length=MAX_SCENE_TOKENS)]
@@ -65,12 +67,8 @@ class TraceRequest(BaseModel):
     W_V: Heads | None = Field(None, description="(n_heads, d_model, d_v)")
     W_O: Heads | None = Field(None, description="(n_heads, d_v, d_model); multi-head scenes only")
     b_O: Row | None = Field(None, description="(d_model,); multi-head scenes only")
-    select: int | None = Field(
-        None,
-        strict=True,
-        ge=0,
-        lt=MAX_SCENE_TOKENS,
-        description="query token index; default: the preset's",
+    select: Annotated[Index, Field(lt=MAX_SCENE_TOKENS)] | None = Field(
+        None, description="query token index; default: the preset's"
     )
     temperature: Tau = Field(1.0, description="τ divides the scaled scores")
     scaled: bool | None = Field(
@@ -78,12 +76,8 @@ class TraceRequest(BaseModel):
     )
     causal: bool = Field(False, strict=True, description="hide keys after the query")
     align: Alignment = Field("bottom-right", description="causal alignment")
-    head: int | None = Field(
-        None,
-        strict=True,
-        ge=0,
-        lt=MAX_HEADS,
-        description="head to explain in multi-head scenes (default 0)",
+    head: Annotated[Index, Field(lt=MAX_HEADS)] | None = Field(
+        None, description="head to explain in multi-head scenes (default 0)"
     )
     softcap: Annotated[Number, Field(ge=TAU_MIN)] | None = Field(
         None,

@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from qkv.explain.head_kinds import KINDS, MEANINGS
 from qkv.web import models
 from qkv.web.errors import FieldError
-from qkv.web.schemas import Tau, request_config
+from qkv.web.schemas import Index, Tau, request_config
 
 MAX_TOP_K = 20
 ENCODERS = {"minilm-l6"}  # bundled models without a next-token head
@@ -43,9 +43,7 @@ class Edit(BaseModel):
         None, description="the head's weights set to uniform over the keys it may see"
     )
     tau: Tau | None = Field(None, description="the head's temperature τ (the model's is 1)")
-    knockout: int | None = Field(
-        None, strict=True, ge=0, description="a key position the head may no longer see"
-    )
+    knockout: Index | None = Field(None, description="a key position the head may no longer see")
 
     @model_validator(mode="after")
     def one(self):
@@ -68,8 +66,8 @@ class PatchRequest(models.ModelRequest):
         }
     )
 
-    layer: int = Field(strict=True, ge=0)
-    head: int = Field(strict=True, ge=0)
+    layer: Index
+    head: Index
     edit: Edit
     top_k: int = Field(5, strict=True, ge=1, le=MAX_TOP_K)
 
