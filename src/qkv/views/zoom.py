@@ -17,6 +17,7 @@ array, ``data``. ``Payload.to_bytes()`` is what a server sends as application/oc
     search(tokens, text)                  the positions whose token matches ``text`` (a JSON dict)
     thumbnails(layers, size=64)           every head of every layer max-pooled to ≤ size × size,
                                           one byte a cell: (n_layers, n_heads, R, K)
+                                          (``pooled_heads``: the same as float64)
     at_temperature(trace, tau)            the trace recomputed at τ (lazy stays lazy)
 
 Overview bytes (``encode``): for ``weights`` byte = round(255·√w) (so w ≈ (byte/255)², and a
@@ -252,23 +253,38 @@ def search(tokens, text: str, *, limit: int = MAX_HITS) -> dict:
     return {"query": text, "hits": hits, "count": len(found)}
 
 
-def thumbnails(layers, size: int = THUMB, *, heads: int | None = None):
+def pooled_heads(layers, size: int = THUMB, *, progress=None, forget: bool = True):
     """Every head of every layer (a dict or sequence of layer traces, in order) max-pooled to
-    at most size × size (``Trace.pooled``), one byte a cell (``encode``'s sqrt encoding):
-    data (n_layers, n_heads, R, K). Never an L × L array per head."""
+    at most size × size (``Trace.pooled``): ((n_layers, n_heads, R, K) float64, the layer
+    indices). Never an L × L array per head. ``progress(done, n_layers)`` after each layer;
+    ``forget`` empties a lazy layer's tile cache once its heads are read (reading every head
+    would otherwise leave each layer's cache full)."""
     size = _int("size", size, 1, THUMB)
     order = list(layers.items()) if isinstance(layers, dict) else list(enumerate(layers))
     if not order:
         raise ValueError("thumbnails need at least one layer")
-    first = order[0][1]
-    n = heads or first.settings.get("n_heads") or 1
-    pooled = [[t.pooled(size, head=h if t.settings.get("n_heads") else None).values
-               for h in range(n)] for _, t in order]  # fmt: skip
-    data, enc = encode(np.array(pooled), "weights")  # (layers, heads, R, K)
+    out = []
+    for done, (_, t) in enumerate(order, 1):
+        n = t.settings.get("n_heads")
+        out.append([t.pooled(size, head=h).values for h in range(n)] if n
+                   else [t.pooled(size).values])  # fmt: skip
+        if forget and hasattr(t, "source"):
+            t.source.cache.clear()
+        if progress is not None:
+            progress(done, len(order))
+    return np.array(out), [int(i) for i, _ in order]
+
+
+def thumbnails(layers, size: int = THUMB, *, progress=None):
+    """``pooled_heads`` as one byte a cell (``encode``'s sqrt encoding): data (n_layers,
+    n_heads, R, K); header: layers, L, S, factor, legend."""
+    values, order = pooled_heads(layers, size, progress=progress)
+    data, enc = encode(values, "weights")
+    first = layers[order[0]] if isinstance(layers, dict) else layers[0]
     L, S = _sizes(first)
     fr, fk = math.ceil(L / data.shape[2]), math.ceil(S / data.shape[3])
-    header = {"view": "thumbnails", "L": L, "S": S, "layers": [int(i) for i, _ in order],
-              "factor": [fr, fk], **enc, "legend": legend("weights", fr, fk)}  # fmt: skip
+    header = {"view": "thumbnails", "L": L, "S": S, "layers": order, "factor": [fr, fk],
+              **enc, "legend": legend("weights", fr, fk)}  # fmt: skip
     return Payload(header, data)
 
 

@@ -6,6 +6,8 @@
     GET  /api/presets...        the built-in scenes, POST /api/trace a trace (scenes.py)
     GET  /api/practice...       exercises for the practice panel (practice.py)
     GET  /api/models            the real models, POST /api/model/trace one sentence (models.py)
+    POST /api/model/jobs        trace a text up to the model's context, polled (jobs.py); its
+                                heads' zoom views, binary (zoomapi.py)
     POST /api/model/patch       one head edited, the next token before/after; GET
                                 /api/model/taxonomy, /api/model/abilities (whatif.py)
     GET  /api/openapi.json      the schema (interactive docs are off: they would need a CDN)
@@ -26,7 +28,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from qkv.trace import STEPS
-from qkv.web import errors, models, practice, scenes, schemas, whatif
+from qkv.web import errors, jobs, models, practice, scenes, schemas, whatif, zoomapi
 from qkv.web.guards import BodyLimit, HeadAsGet, KnownKeys, SecurityHeaders
 
 STATIC = Path(__file__).parent / "static"
@@ -43,8 +45,9 @@ def limits() -> dict:
         "max_token_chars": schemas.MAX_TOKEN_CHARS,
         "tau_min": schemas.TAU_MIN,
         "tau_max": schemas.TAU_MAX,
-        "model_page_tokens": models.MODEL_PAGE_TOKENS,
+        "model_page_tokens": models.PANEL_TOKENS,
         "model_max_chars": models.MAX_CHARS,
+        "model_text_chars": models.TEXT_CHARS,
         "max_answer_chars": practice.MAX_ANSWER_CHARS,
         "max_body_bytes": schemas.MAX_BODY_BYTES,
     }
@@ -80,6 +83,9 @@ def create_app(*, model_pool=None) -> FastAPI:
     pool = model_pool or models.ModelPool()
     app.include_router(models.router(pool))
     app.include_router(whatif.router(pool))
+    traces = jobs.Jobs(pool)
+    app.include_router(jobs.router(traces))
+    app.include_router(zoomapi.router(traces))
 
     @app.get("/", include_in_schema=False)
     def index():
