@@ -19,7 +19,7 @@ import threading
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
@@ -188,10 +188,11 @@ def _context(m) -> str:
 def router(jobs: Jobs) -> APIRouter:
     """The job endpoints over ``jobs``; a request names one of its pool's models (else 422)."""
     routes = APIRouter()
+    names: Any = Literal[tuple(jobs.pool.names)]
     Request = create_model(
         "JobRequest",
         __base__=JobRequest,
-        model=(Literal[tuple(jobs.pool.names)], Field(description="GET /api/models lists them")),
+        model=(names, Field(description="GET /api/models lists them")),
     )
 
     def start(req):

@@ -86,13 +86,9 @@ class ModelInfo(BaseModel):
     n_kv_heads: int | None = None
     d_model: int | None = None
     d_head: int | None = None
-    max_tokens: int | None = Field(
-        None, description="the model's context: the most tokens a traced text may have"
-    )
-    max_chars: int = Field(TEXT_CHARS, description="characters a text may have, checked first")
-    panel_tokens: int = Field(
-        PANEL_TOKENS, description="the most tokens the panels that print every number show"
-    )
+    max_tokens: int | None = None  # the context: the most tokens a traced text may have
+    max_chars: int = TEXT_CHARS  # characters a text may have, checked before tokenizing
+    panel_tokens: int = PANEL_TOKENS  # the most tokens the panels that print every number show
 
 
 class Grid(BaseModel):

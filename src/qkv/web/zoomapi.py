@@ -15,7 +15,7 @@ server does not keep a 404, a run still being traced a 409 — never a 500.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Literal
+from typing import Any
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse, Response
@@ -29,7 +29,7 @@ from qkv.web.schemas import TAU_MAX, TAU_MIN
 
 RUN = Field(pattern="^[0-9a-f]{16}$", description="the run a trace job named")
 KEEP_TEMPERED = 4  # layers kept at a τ other than the model's (each has its own tile cache)
-BINARY = {
+BINARY: dict[int | str, dict[str, Any]] = {
     200: {"content": {"application/octet-stream": {}}, "description": "views.zoom payload"},
     404: {"description": "no such run here (or no longer kept): trace the text again"},
     409: {"description": "the text is still being traced"},
@@ -43,7 +43,7 @@ class HeadRequest(BaseModel):
     layer: int = Field(0, strict=True, ge=0)
     head: int = Field(0, strict=True, ge=0, description="query head")
     tau: float = Field(1.0, ge=TAU_MIN, le=TAU_MAX, allow_inf_nan=False, description="τ")
-    step: Literal[zoom.SCORE_STEPS] = "weights"
+    step: str = Field("weights", description=f"one of {', '.join(zoom.SCORE_STEPS)}")
 
 
 class OverviewRequest(HeadRequest):
@@ -111,7 +111,7 @@ def router(jobs: Jobs) -> APIRouter:
     def overview(req: OverviewRequest):
         """One head's step max-pooled to at most size × size cells, one byte a cell."""
         t = head_trace(req)
-        return binary(asked(lambda: zoom.overview(t, req.head, req.size, step=req.step), ()))
+        return binary(asked(lambda: zoom.overview(t, req.head, req.size, step=req.step), ("step",)))
 
     @routes.post("/api/model/window", response_class=Response, responses=BINARY)
     def window(req: WindowRequest):
@@ -120,7 +120,7 @@ def router(jobs: Jobs) -> APIRouter:
         return binary(
             asked(
                 lambda: zoom.window(t, req.head, req.r0, req.r1, req.c0, req.c1, step=req.step),
-                ("r0", "r1", "c0", "c1"),
+                ("r0", "r1", "c0", "c1", "step"),
             )
         )
 
