@@ -93,7 +93,7 @@ export function legendPart() {
   const scale = h("span", { class: "zoom-scale" });
   const pooled = h("span", { class: "zoom-pooled" });
   const zoomed = h("span", { class: "zoom-zoomed" });
-  const el = h("div", { class: "zoom-legend legend" }, scale, strip, pooled, zoomed);
+  const el = h("div", { class: "zoom-legend" }, scale, strip, pooled, zoomed);
   return { el, scale, pooled, zoomed };
 }
 
