@@ -128,7 +128,7 @@ def fused_attention(
         return out.reshape(out.shape[nd - max(q.ndim, k.ndim, v.ndim) :])
     # (..., H, L, d_k) -> (U, r·L, d_k): the rows that share a K/V head, times c·log₂e
     qs = np.broadcast_to(layout.split_heads(q4, G, r), (*batch, G, r, L, d_k))
-    qs = np.multiply(qs.reshape(U, r * L, d_k), factor, dtype=work)
+    qs = np.multiply(qs.reshape(U, r * L, d_k), factor, dtype=work, order="C")
     ks = np.broadcast_to(k4, (*batch, G, S, d_k)).reshape(U, S, d_k)  # a view when it can be
     vs = np.broadcast_to(v4, (*batch, G, S, d_v)).reshape(U, S, d_v)
     ms = np.ones((1, 1, 1), dtype=bool)
