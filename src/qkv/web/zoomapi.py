@@ -63,9 +63,10 @@ class RowRequest(HeadRequest):
     k: int = Field(8, strict=True, ge=1, le=zoom.MAX_TOP, description="top keys named")
 
 
-class SearchRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    run: str = RUN
+class SearchRequest(HeadRequest):
+    """A token search of the run's text (layer, head, τ and step are taken, as every view
+    request carries them, and do not change the answer)."""
+
     text: str = Field(min_length=1, max_length=200)
 
 
