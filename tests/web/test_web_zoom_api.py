@@ -8,11 +8,12 @@ import time
 
 import numpy as np
 import pytest
-from long_text import reference_weights, text_of
+from zoom_reference import reference_weights
 
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (dev extra)")
 
 from qkv import models  # noqa: E402
+from qkv.bench.trace import WORDS, text_of  # noqa: E402
 from qkv.views.zoom import unpack  # noqa: E402
 
 FIRST_STATE = 2 << 20  # bytes: the page's first state at 2,048 tokens
@@ -54,8 +55,8 @@ def view(client, path: str, sizes: list | None = None, **body):
 
 @pytest.fixture(scope="module")
 def minilm_run(client, minilm):
-    text = text_of(minilm, 150)
-    job = traced(client, "minilm-l6", text)
+    text = " ".join(WORDS[i % len(WORDS)] for i in range(148))  # one token a word
+    job = traced(client, "minilm-l6", text)  # and [CLS], [SEP]
     assert job["tokens"] == 150 and job["total"] == 6
     return job, minilm.trace(text)
 
@@ -67,7 +68,8 @@ def test_a_window_and_a_row_hold_the_heads_weights(client, minilm_run):
     got = view(client, "window", run=job["run"], layer=4, head=7, r0=40, r1=61, c0=3, c1=150)
     assert got.header["exact"] and got.data.shape == (21, 147)
     np.testing.assert_allclose(got.data, want[40:61, 3:150], rtol=1e-5, atol=1e-7)
-    assert run.tokens[40] == "are" and got.header["rows"][0] == "are@40"  # a repeated token
+    assert run.tokens[40] == WORDS[39 % len(WORDS)] == "red"
+    assert got.header["rows"][0] == "red@40"  # a repeated token, named by its position
     row = view(client, "row", run=job["run"], layer=4, head=7, q=99, k=5)
     np.testing.assert_allclose(row.data, want[99], rtol=1e-5, atol=1e-7)
     assert [t["index"] for t in row.header["top"]] == np.argsort(-want[99])[:5].tolist()
@@ -91,8 +93,8 @@ def test_the_overview_is_max_pooled_and_the_thumbnails_too(client, minilm_run):
 
 def test_a_token_search_names_positions(client, minilm_run):
     job, run = minilm_run
-    r = client.post("/api/model/search", json={"run": job["run"], "text": "fox"})
-    want = [j for j, t in enumerate(run.tokens) if t == "fox"]
+    r = client.post("/api/model/search", json={"run": job["run"], "text": "box"})
+    want = [j for j, t in enumerate(run.tokens) if t == "box"]
     assert r.status_code == 200 and [h["index"] for h in r.json()["hits"]] == want
     assert r.json()["count"] == len(want) > 1
 

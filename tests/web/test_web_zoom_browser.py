@@ -9,9 +9,10 @@ import re
 
 import numpy as np
 import pytest
-from long_text import reference_weights, text_of
 from web_watch import watched_page
+from zoom_reference import reference_weights
 
+from qkv.bench.trace import text_of
 from qkv.explain.tokens import labels
 
 ML, MT, SIZE = 96, 84, 560  # zoom.js: the heatmap's margins and plot size (CSS px)
@@ -23,7 +24,7 @@ def test_the_page_traces_2048_tokens_zooms_and_selects_a_query(browser, model_se
     text = text_of(smollm2, 2048)
     ids, tokens = smollm2.encode(text)
     names = labels(tokens, len(tokens))
-    prefix = text_of(smollm2, 160)  # a causal model: the first 160 rows need only these tokens
+    prefix = text_of(smollm2, 160)  # causal: the first 160 rows need only these tokens
     assert smollm2.encode(prefix)[0] == ids[:160]
     want = reference_weights(smollm2.trace(prefix, layers=[0]).layer(0), 4, slice(0, 160))
 
@@ -81,11 +82,11 @@ def test_the_page_traces_2048_tokens_zooms_and_selects_a_query(browser, model_se
         assert top == np.argsort(-want[109], kind="stable")[:8].tolist()
         assert re.search(r"[?&]token=109\b", page.url)
 
-        # a token search lists where " fox" is
-        page.fill(".zoom-search-text", "fox")
+        # a token search lists where " box" is
+        page.fill(".zoom-search-text", "box")
         page.press(".zoom-search-text", "Enter")
         page.wait_for_function("() => document.querySelectorAll('.zoom-hit').length > 0")
-        found = [j for j, t in enumerate(tokens) if "fox" in t.lower()]
+        found = [j for j, t in enumerate(tokens) if "box" in t.lower()]
         said = page.inner_text(".zoom-search-said")
         assert said.startswith(f"{len(found)} matches")
         hits = page.eval_on_selector_all(
