@@ -1,7 +1,8 @@
 """A long text through a real model, as a job the page polls: tracing 2,000–8,000 tokens takes
 seconds to minutes, so the request starts it and answers at once.
 
-    POST /api/model/jobs        {model, text} -> 202 {job, run, state, phase, done, total, …}
+    POST /api/model/jobs        {model, text} -> 202 {job, run, state, phase, done, total, …};
+                                one job runs at a time, MAX_PENDING may wait (else a 429)
     GET  /api/model/jobs/{job}  the same, as it moves: phase "forward" (``done`` of ``total``
                                 layers run), then "thumbnails" (layers pooled for the grid);
                                 ``ready`` once the run can be read; state "done" or "failed"
@@ -30,6 +31,7 @@ from qkv.web.errors import FieldError, shown
 from qkv.web.models import CHARS_PER_TOKEN, TEXT_CHARS, ModelPool
 
 KEEP_JOBS = 32  # job records kept (the oldest finished ones are dropped first)
+MAX_PENDING = 2  # jobs running or waiting their turn (one runs at a time); more are a 429
 
 
 class JobRequest(BaseModel):
@@ -86,6 +88,7 @@ class Jobs:
         self.jobs: OrderedDict[str, Job] = OrderedDict()
         self.by_run: dict[str, Job] = {}  # run name -> its latest job
         self.lock = threading.Lock()
+        self.turn = threading.Lock()  # one trace at a time: each takes every core it can
 
     def start(self, model: str, text: str) -> Job:
         """Check ``text`` for ``model`` and start tracing it (or give the job that did)."""
@@ -110,6 +113,13 @@ class Jobs:
             old = self.by_run.get(name)
             if old and old.state != "failed" and (not old.ready or self.kept(old)):
                 return old
+            pending = sum(j.state == "running" for j in self.jobs.values())
+            if pending >= MAX_PENDING:
+                raise FieldError(
+                    "text",
+                    f"the server is tracing {pending} texts already: try again when one is done",
+                    429,
+                )
             job = Job(uuid.uuid4().hex[:12], model, text, name, len(ids))
             self.jobs[job.id] = job
             self.by_run[name] = job
@@ -125,17 +135,21 @@ class Jobs:
             return report
 
         try:
-            job.phase, job.total = "forward", m.n_layers
-            run = self.pool.run(m, job.text, progress=step("forward"))
-            job.ready = True
-            job.phase, job.done = "thumbnails", 0
-            layers = {i: run.layers[i] for i in sorted(run.layers)}
-            job.thumbnails = zoom.thumbnails(layers, progress=step("thumbnails"))
-            job.phase, job.state = "done", "done"
+            with self.turn:
+                self._trace(job, m, step)
         except FieldError as e:
             job.state, job.message = "failed", e.message
         except Exception as e:  # noqa: BLE001 - the job reports it; the status is the answer
             job.state, job.message = "failed", f"{type(e).__name__}: {e}"
+
+    def _trace(self, job: Job, m, step) -> None:
+        job.phase, job.total = "forward", m.n_layers
+        run = self.pool.run(m, job.text, progress=step("forward"))
+        job.ready = True
+        job.phase, job.done = "thumbnails", 0
+        layers = {i: run.layers[i] for i in sorted(run.layers)}
+        job.thumbnails = zoom.thumbnails(layers, progress=step("thumbnails"))
+        job.phase, job.state = "done", "done"
 
     def get(self, job_id: str) -> Job:
         job = self.jobs.get(job_id)
@@ -208,7 +222,8 @@ def router(jobs: Jobs) -> APIRouter:
             422: {
                 "description": "the model is not listed or not installed, or the "
                 "text is empty, too long in characters or past the model's context"
-            }
+            },
+            429: {"description": "MAX_PENDING texts are being traced already"},
         },
     )(start)
 
