@@ -191,24 +191,17 @@ async function trace(message) {
     if (!job || n !== tracing) return;
     info = await api("/api/models");  // the model is loaded now: its sizes are known
     context();
-    const m = info.find((x) => x.name === state.model);
-    if (state.layer >= m.n_layers || state.head >= m.n_heads) {
-      throw new Error(`layer ${state.layer}, head ${state.head} is not in ${state.model} ` +
-                      `(${m.n_layers} layers × ${m.n_heads} heads)`);
-    }
-    if (state.select !== null && state.select >= job.tokens) {
-      throw new Error(`token ${state.select} is past the text's ${job.tokens} tokens`);
-    }
-    traced = { ...job, key };
     if (state.select === null) state.select = job.tokens - 1;
+    await zoom.show(state.layer, state.head, state.select);  // the server checks all three
+    if (n !== tracing) return;
+    traced = { ...job, key };
     document.body.dataset.long = long() ? "true" : "false";
     $("panel-zoom").hidden = false;
     $("panel-whatif").hidden = long();
     zoom.note(long() ? `This text has ${job.tokens.toLocaleString("en")} tokens: the panels ` +
       `that print every number show texts of at most ${bounds.model_page_tokens}, so its ` +
       "weights are shown here alone." : "");
-    await zoom.show(state.layer, state.head, state.select);
-    if (long()) paintLong(); else await ask();
+    if (long()) paintLong(); else { await job.thumbs.catch(() => null); await ask(); }
     if (n === tracing) status("");
   } catch (e) {
     if (n === tracing) status(`the server refused this: ${e.message}`, true);

@@ -55,7 +55,8 @@ export function install(after, hooks) {
   const st = { run: null, layer: 0, head: 0, view: null, polls: 0 };
   const params = () => ({ run: st.run, layer: st.layer, head: st.head, tau: tauOf(tau),
                           step: step.value });
-  const refresh = () => st.view?.setSource(httpSource(post, "/api/model", params()));
+  const refresh = () => st.view?.setSource(httpSource(post, "/api/model", params()))
+    .catch(() => {});  // the view says why
   tau.addEventListener("input", () => { tauOut.textContent = String(tauOf(tau)); });
   tau.addEventListener("change", refresh);
   step.addEventListener("change", refresh);
@@ -90,21 +91,26 @@ export function install(after, hooks) {
     return finish(job, n, onThumbnails);
   }
 
-  // the run is readable: hand it back, and keep polling for the thumbnails meanwhile
+  // the run is readable: hand it back, with job.thumbs, a promise of the grid's thumbnails
+  // (null when a newer trace came first), polled for meanwhile
   function finish(job, n, onThumbnails) {
     st.run = job.run;
-    (async () => {
-      while (job.state === "running" && n === st.polls) {
+    const thumbs = (async () => {
+      let now = job;
+      while (now.state === "running" && n === st.polls) {
         await sleep(POLL_MS);
-        job = await post(`/api/model/jobs/${job.job}`, undefined, "json");
-        progress(job);
+        now = await post(`/api/model/jobs/${now.job}`, undefined, "json");
+        progress(now);
       }
-      if (job.state === "done" && n === st.polls) {
-        const raw = await post(`/api/model/thumbnails?run=${job.run}`, undefined);
-        if (n === st.polls) onThumbnails(unpack(raw));
-      }
-    })().catch((e) => hooks.onError(e.message));
-    return job;
+      if (now.state !== "done") throw new ApiError(now.message || "tracing failed", 422);
+      if (n !== st.polls) return null;
+      const got = unpack(await post(`/api/model/thumbnails?run=${now.run}`, undefined));
+      if (n !== st.polls) return null;
+      onThumbnails(got);
+      return got;
+    })();
+    thumbs.catch((e) => hooks.onError(e.message));
+    return { ...job, thumbs };
   }
 
   // Show head (layer, head) of the traced run with query q selected.
@@ -116,9 +122,7 @@ export function install(after, hooks) {
       st.view = zoomView(root, source, { q, onSelect: hooks.onSelect, onError: hooks.onError });
       return st.view.ready;
     }
-    const done = st.view.setSource(source);
-    if (q !== null && q !== st.view.state.q) st.view.select(q);
-    return done;
+    return st.view.setSource(source, q);
   }
 
   const select = (q) => { if (st.view && q !== st.view.state.q) st.view.select(q); };

@@ -5,7 +5,7 @@
 // qkv.views.zoom's payloads), so this module never fetches by itself.
 //
 //   const view = zoomView(root, source, { onSelect(q), q });  // builds into root
-//   view.setSource(other)       // τ, layer or head changed: new overview, the zoom kept
+//   view.setSource(other, q)    // τ, layer, head or text changed: new overview, zoom kept
 //   view.select(q)              // the query whose row the strip shows
 //   view.show(r0, r1, c0, c1)   // zoom to a region (token units)
 //
@@ -74,10 +74,14 @@ export function zoomView(root, source, options = {}) {
     needWindow();
   }
 
-  function setSource(next) {
+  // a new source (another head, τ, step or text); q: the query selected in it (default: the
+  // same as before)
+  function setSource(next, q = st.q) {
     st.source = next;
+    st.q = q;
     st.asked.win += 1;
-    const done = loadOverview().catch(failed);
+    const done = loadOverview();
+    done.catch(failed);  // said where the view is drawn; a caller may await it as well
     if (st.q !== null) loadRow(st.q);
     return done;
   }
