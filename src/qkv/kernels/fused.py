@@ -44,6 +44,8 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -271,10 +273,10 @@ def _add_nonfinite(pv, p, vb):
         pv[a, rows] += p[a, rows, j, None] * vb[a, j]  # (n', 1) * (d_v,) -> (n', d_v)
 
 
-_COMPILED = {}
+_COMPILED: dict[str, Callable[..., Any]] = {}
 
 
-def _kernels() -> dict:
+def _kernels() -> dict[str, Callable[..., Any]]:
     """The compiled functions, made on first use (numba is imported only here)."""
     if not _COMPILED:
         from qkv.kernels import fused_jit

@@ -17,6 +17,9 @@ row whose max is not finite (a NaN, ±inf) takes the general per-key loop instea
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypedDict
+
 import numba
 import numpy as np
 from llvmlite import ir
@@ -29,18 +32,30 @@ C4, C5 = 0.009671698524075751, 0.001321907864085474
 UNDER = -100.0  # 2^x below this is 0
 
 
-OPTS = dict(nogil=True, cache=True, fastmath={"reassoc", "contract"})
+class _Options(TypedDict):
+    nogil: bool
+    cache: bool
+    fastmath: set[str]
+
+
+OPTS: _Options = {"nogil": True, "cache": True, "fastmath": {"reassoc", "contract"}}
 W = 16  # lanes of the row max: independent maxima the compiler turns into vector code
 DECODE_BLOCK = 256  # keys per block in the decode loop: a block's scores stay in L1
 
 
-def build() -> dict:
+def build() -> dict[str, Callable[..., Any]]:
     """{"tile32", "tile64", "decode32", "decode64"}: the compiled functions (numba compiles
     each dtype on its first call, or loads it from its cache)."""
     return {"tile32": tile, "tile64": tile, "decode32": decode, "decode64": decode}
 
 
-@intrinsic
+def _intrinsic(codegen_typing) -> Callable[..., Any]:
+    """numba's ``intrinsic``, typed as jit code calls it: without the typing context (numba's
+    type stub counts ``typingctx`` among the call's arguments)."""
+    return intrinsic(codegen_typing)
+
+
+@_intrinsic
 def _as_float32(typingctx, bits):
     """Reinterpret int32 bits as the float32 they spell (an LLVM bitcast, no conversion)."""
 
@@ -50,7 +65,7 @@ def _as_float32(typingctx, bits):
     return types.float32(types.int32), codegen
 
 
-@intrinsic
+@_intrinsic
 def _maximum(typingctx, a, b):
     """max(a, b), NaN if either is NaN (LLVM's ``maximum``: one vector instruction sequence)."""
 
@@ -63,7 +78,7 @@ def _maximum(typingctx, a, b):
     return a(a, b), codegen
 
 
-@intrinsic
+@_intrinsic
 def _below(typingctx, x, limit, value):
     """``value`` where x < limit, else x (a NaN x stays): one compare and one blend."""
 
@@ -74,7 +89,7 @@ def _below(typingctx, x, limit, value):
     return x(x, limit, value), codegen
 
 
-@intrinsic
+@_intrinsic
 def _rint(typingctx, a):
     """a rounded to the nearest integer (ties to even), as a float (LLVM's ``rint``)."""
 
@@ -202,8 +217,7 @@ def _signatures(kind: str) -> list:
         if kind == "tile":  # s, m, ell, acc, pos, j0, diagonal, offset, seen, has_mask, bias,
             # has_bias, fixed -> partial
             args = (written(3), written(2), written(2), written(3), read(i, 1), i, b, i)
-            args += (read(b, 3), b, read(f, 4), b, b)
-            out.append(b(*args))
+            out.append(b(*args, read(b, 3), b, read(f, 4), b, b))
         else:  # q, k, v, seen, has_mask, L, causal, offset, out; K and V contiguous (the
             # dot products vectorise: 3.5× faster) or not
             for kv in (types.Array(f, 3, "C", readonly=True), read(f, 3)):

@@ -5,12 +5,13 @@ to draw thumbnails (not to compute with); ``grid_of`` max-pools each head first
 from __future__ import annotations
 
 import base64
+from typing import Final
 
 import numpy as np
 
 from qkv.views.zoom import THUMB, pooled_heads
 
-GRID_ENCODING = "uint8/255 base64"
+GRID_ENCODING: Final = "uint8/255 base64"
 
 
 def grid(weights: np.ndarray) -> dict:

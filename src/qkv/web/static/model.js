@@ -2,6 +2,7 @@
 // started with (POST /api/model/trace), the layers × heads grid of attention thumbnails, and
 // the clicked head in the scenes' own panels (render.js). Every number comes from the server; this file asks, lays out and draws.
 import { api, limits } from "./api.js";
+import * as why from "./attribute.js";
 import { $, disable, h } from "./dom.js";
 import { gridTable, markGrid } from "./grid.js";
 import * as longText from "./modelzoom.js";
@@ -101,6 +102,7 @@ function build() {
   zoom = longText.install(panel, { onSelect: pickQuery, onError: (m) => status(m, true) });
   overlay.install(panel, () => drawGrid());
   whatif.install(panel);
+  why.install(panel, pick);
 }
 
 async function fillModels() {
@@ -133,6 +135,7 @@ function show(model) {
   $("panel-grid").hidden = !model;
   $("panel-zoom").hidden = !model || !traced;
   $("panel-whatif").hidden = !model || long();
+  $("panel-why").hidden = !model || long();
   $("panel-w").hidden = model;
   $("panel-notes").hidden = model;
   const hint = document.querySelector("#panel-x .hint");
@@ -198,6 +201,7 @@ async function trace(message) {
     document.body.dataset.long = long() ? "true" : "false";
     $("panel-zoom").hidden = false;
     $("panel-whatif").hidden = long();
+    $("panel-why").hidden = long();
     zoom.note(long() ? `This text has ${job.tokens.toLocaleString("en")} tokens: the panels ` +
       `that print every number show texts of at most ${bounds.model_page_tokens}, so its ` +
       "weights are shown here alone." : "");
@@ -250,6 +254,7 @@ function paint() {
     onStage: setStage, onEdit: () => {}, onError: (m) => status(m, true) });
   drawGrid();
   whatif.update({ model: s.model, text: state.text, layer: s.layer, head: s.head, tokens });
+  why.update({ model: s.model, text: state.text });
   const where = ` · layer ${s.layer}, head ${s.head}` +
     (answer.model.n_kv_heads !== answer.model.n_heads
       ? ` (K/V head ${Math.floor(s.head / (answer.model.n_heads / answer.model.n_kv_heads))})`
