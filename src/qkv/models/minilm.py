@@ -99,7 +99,7 @@ class MiniLM(TextModel):
             ln2=(t[p + "output.LayerNorm.weight"], t[p + "output.LayerNorm.bias"]),
         )
 
-    def _forward(self, ids, lengths, keep, progress=None):
+    def _forward(self, ids, lengths, keep, *, progress=None):
         B, L = ids.shape
         x = self.E_token[ids] + self.E_pos[:L] + self.E_type  # (B, L, d_model)
         x = layer_norm(x, *self.ln_emb, eps=self.eps)

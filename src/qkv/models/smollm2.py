@@ -113,7 +113,7 @@ class SmolLM2(Generator):
             n_kv_heads=self.n_kv_heads,
         )
 
-    def _forward(self, ids, lengths, keep, caches=None, start: int = 0, progress=None):
+    def _forward(self, ids, lengths, keep, caches=None, start: int = 0, *, progress=None):
         """ids (B, L) at positions start … start+L−1 -> (hidden (B, L, d_model), traces).
 
         Every layer runs the fast kernels (``qkv.attention`` without a trace); layers in
