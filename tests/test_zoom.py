@@ -192,3 +192,22 @@ def test_payload_bytes_round_trip_and_refuse_damage(problem):
 def test_bad_requests_name_what_was_expected(problem, call, message):
     with pytest.raises((ValueError, IndexError), match=message):
         call(problem[2])
+
+
+def test_the_grid_of_a_run_is_pooled_to_64_and_exact_below(problem):
+    import base64
+
+    from qkv.views import grid
+
+    q, k, trace, ref = problem
+    got = grid.grid_of({0: trace})
+    f = math.ceil(L / 64)  # 5 positions a cell: 61 × 61
+    data = np.frombuffer(base64.b64decode(got["data"]), np.uint8).reshape(got["shape"])
+    assert got["shape"] == [1, H, 61, 61]
+    want = np.rint(255 * np.stack([maxpool(ref[h], f, f) for h in range(H)]))
+    assert np.abs(data[0].astype(int) - want).max() <= 1
+    rng = np.random.default_rng(5)
+    small = [rng.standard_normal((2, 9, 4)).astype(np.float32) for _ in range(3)]
+    _, short = lazy_attention(*small, causal=True)  # 9 tokens: every weight, not pooled
+    data = np.frombuffer(base64.b64decode(grid.grid_of({0: short})["data"]), np.uint8)
+    assert np.abs(data.reshape(2, 9, 9) - np.rint(255 * reference(small[0], small[1]))).max() <= 1
