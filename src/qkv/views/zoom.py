@@ -6,7 +6,9 @@ Every function takes ``trace`` (one layer's trace) and ``head`` (the query head;
 trace without a head axis) and returns a ``Payload``: a small JSON ``header`` and one NumPy
 array, ``data``. ``Payload.to_bytes()`` is what a server sends as application/octet-stream;
 ``Payload.buffers()`` gives an anywidget message (the header as JSON, the array as a buffer);
-``unpack(bytes)`` reads one back (the JavaScript reader is ``static/zoom.js``'s ``unpack``).
+``unpack(bytes)`` reads one back. In JavaScript, ``web/static/zoomdata.js`` reads them
+(``unpack`` for bytes, ``fromBuffers`` for a widget message) and ``web/static/zoom.js`` draws
+them from any source object with overview(), window(r0, r1, c0, c1), row(q), search(text).
 
     overview(trace, head, size=256)       the step max-pooled to at most size × size cells, one
                                           byte a cell (``encode``), header: factor, legend
