@@ -284,8 +284,8 @@ class ModelView(View):
 
     def grid(self) -> dict | None:
         if self.long:
-            return None  # every head's L × L weights: too many for one message
-        g = grid.grid(self.run.weights)
+            return None  # every head pooled: asked for when its panel opens (requests.py)
+        g = grid.grid_of({i: self.run.layers[i] for i in self.layers})  # ≤ 64 × 64 a head
         note = (
             "One thumbnail per head: queries down, keys across, darker = more weight "
             f"(shade ∝ √weight) at the model's τ = {self.temperature:g}. Click one to "
