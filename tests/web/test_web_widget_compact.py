@@ -8,11 +8,14 @@ from __future__ import annotations
 import base64
 import json
 
+import numpy as np
 import pytest
 
 import qkv
 
 pytest.importorskip("anywidget", reason="the notebook extra is not installed")
+
+from widget_bridge import open_bridged, settle, wire  # noqa: E402
 
 MAX_HEIGHT = 900  # px, every panel folded but the first ones
 
@@ -76,15 +79,17 @@ LONG = " ".join(["the bank raised its rates and the river bank flooded after the
 
 
 @pytest.mark.parametrize("width", [1100, 700])
-def test_compact_until_a_panel_is_opened(browser, minilm, width):
+def test_compact_until_a_panel_is_opened(browser, minilm, width, monkeypatch):
     short = minilm.trace(" ".join(LONG.split()[:30]))  # 32 tokens with [CLS] and [SEP]
     long = minilm.trace(LONG)
     assert len(short.tokens) == 32 and len(long.tokens) > 100
+    wire.recording(monkeypatch)
     for obj in (qkv.presets.load("bank"), short, long):
         w = qkv.show(obj)
-        page, errors = open_widget(browser, w, answers=True, width=width)
+        page, _, errors = open_bridged(browser, w, width=width)  # a real kernel answers
         try:
             page.locator("#a .fold-toggle").first.wait_for()
+            settle(page)
             folded = height(page)
             assert 200 < folded <= MAX_HEIGHT, (w.view.title, folded)
             # every panel the view has is named in the toggles; a toggle opens its panel
@@ -132,6 +137,47 @@ def test_with_a_kernel_no_notice_and_no_picture_over_the_panels(browser):
         )
         assert not page.locator("#a #kernel-gone").is_visible()
         assert not page.locator("#a #picture").is_visible()
+        assert not errors
+    finally:
+        page.context.close()
+
+
+def test_a_long_run_pools_every_head_when_its_grid_opens(browser, minilm, monkeypatch):
+    run = minilm.trace(LONG)
+    wire.recording(monkeypatch)
+    w = qkv.show(run)
+    assert w.info["long"] and w.info["grid"] is None  # not in the first state
+    page, bridge, errors = open_bridged(browser, w)
+    try:
+        settle(page)
+        before = bridge.sent
+        page.locator("#a button.fold-toggle[data-panel='panel-grid']").click()
+        page.locator("#a button.thumb").first.wait_for()
+        assert page.locator("#a button.thumb").count() == 6 * 12
+        asked = [d["content"]["ask"] for _, d, _ in w.comm.sent[before:] if "content" in d]
+        assert asked == ["thumbnails"]
+        page.locator("#a button.thumb[data-layer='4'][data-head='9']").click()
+        page.locator("#a button.thumb.selected[data-layer='4'][data-head='9']").wait_for()
+        settle(page)
+        assert (w.layer, w.head) == (4, 9)
+        # the thumbnail of a head is its weights max-pooled: its darkest pixel where they peak
+        px = page.locator("#a button.thumb[data-layer='4'][data-head='9'] canvas").evaluate(
+            """c => { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+                      const dark = []; for (let i = 0; i < d.length; i += 4)
+                        dark.push(765 - d[i] - d[i + 1] - d[i + 2]);
+                      return [c.width, c.height, dark]; }"""
+        )
+        cols, rows, dark = px
+        f = -(-len(run.tokens) // 32)
+        assert (rows, cols) == (-(-len(run.tokens) // f),) * 2
+        weights = run.layer(4)["weights"][9]  # (L, L)
+        L = len(weights)
+        pad = np.zeros((rows * f, cols * f))
+        pad[:L, :L] = weights
+        pooled = pad.reshape(rows, f, cols, f).max(axis=(1, 3))
+        dark = np.array(dark).reshape(rows, cols)
+        shade = np.rint(255 * np.sqrt(pooled))  # the thumbnails' one byte a cell
+        assert shade[np.unravel_index(dark.argmax(), dark.shape)] == shade.max()
         assert not errors
     finally:
         page.context.close()

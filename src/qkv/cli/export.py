@@ -1,7 +1,12 @@
 """``qkv export``: the simulator's panels for one scene or one model run, as a single HTML file
-that opens offline (scripts, styles and every precomputed number inline)."""
+that opens offline (scripts, styles and every precomputed number inline); past
+``views.long_text.PANEL_TOKENS`` tokens, up to the model's context, each head's pooled
+overview and each query's top keys (``notebook/export_long.py``)."""
 
 from __future__ import annotations
+
+import contextlib
+import sys
 
 import click
 
@@ -9,9 +14,6 @@ from qkv import models
 from qkv.cli.common import TAU, model_or_error, text_options, trace_file_options
 from qkv.cli.errors import CliError
 from qkv.explain import scenes
-
-# Every query × head × layer is computed into the file: past this many tokens it grows too big.
-EXPORT_TOKENS = 64
 
 
 @click.command()
@@ -28,7 +30,7 @@ EXPORT_TOKENS = 64
     type=click.Choice(models.names()),
     help="a pretrained model to run --text through instead of a scene",
 )
-@text_options(f"the sentence for --model (at most {EXPORT_TOKENS} tokens)")
+@text_options("the text for --model (up to the model's context)")
 @click.option(
     "--select",
     default=None,
@@ -47,13 +49,16 @@ def export(preset, model_name, text, select, temperatures, layers, output):
     """Write the interactive panels as one self-contained HTML file.
 
     Every query token × head (× layer) is computed now, at each --temperature; the file keeps
-    the token, head and layer selection offline, in any browser.
+    the token, head and layer selection offline, in any browser. A longer text than the panels
+    print (32 tokens) gets the zooming heatmap instead, at one τ: every head max-pooled to fit a
+    screen and each query's heaviest keys (at most 20 MB; the file says what it leaves out).
 
     \b
     Examples:
       qkv export --preset bank --select bank -o bank.html
       qkv export --preset two-heads --temperature 0.5 --temperature 1 --temperature 2 -o heads.html
       qkv export --model minilm-l6 --text "The bank raised its rates" -o run.html
+      qkv export --model smollm2-135m --text-file chapter.txt -o chapter.html
     """
     from qkv.notebook.export import to_html
 
@@ -67,7 +72,6 @@ def export(preset, model_name, text, select, temperatures, layers, output):
         if bad:
             raise CliError(f"--layer must be in [0, {m.n_layers}) for {model_name}, got {bad}")
         try:
-            m.encode(text, limit=EXPORT_TOKENS)
             obj = m.trace(text, layers=sorted(set(layers)) or None)
         except ValueError as e:
             raise CliError(f"--text: {e}") from None
@@ -78,9 +82,32 @@ def export(preset, model_name, text, select, temperatures, layers, output):
     if select is not None and select.strip().lstrip("-").isdigit():
         select = int(select)
     try:
-        html = to_html(obj, output, temperatures=list(temperatures) or None, select=select)
+        with _progress() as tick:
+            html = to_html(
+                obj, output, temperatures=list(temperatures) or None, select=select, progress=tick
+            )
     except ValueError as e:
         raise CliError(str(e)) from None
     except OSError as e:
         raise CliError(f"cannot write {output}: {e.strerror}") from None
     click.echo(f"wrote {output} ({len(html) / 1e6:.1f} MB)")
+
+
+@contextlib.contextmanager
+def _progress():
+    """A progress bar on standard error while a long text's heads are pooled (none for a
+    file of panels, which calls no progress)."""
+    bar = None
+
+    def tick(done: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = click.progressbar(length=total, label="pooling heads", file=sys.stderr)
+            bar.__enter__()
+        bar.update(done - bar.pos)
+
+    try:
+        yield tick
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)

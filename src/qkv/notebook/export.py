@@ -3,7 +3,8 @@
 The file holds the page's JavaScript (``bundle.esm``), its styles and every payload it can
 offer, inline: each query token × head (× layer) at each τ asked for, computed now by qkv's
 engine. Opened offline in any browser it keeps the selection of token, head and layer; a τ that
-was not computed is not offered. A trace shared by many choices is stored once.
+was not computed is not offered. A trace shared by many choices is stored once. A long text's
+file holds what its zooming heatmap draws instead (``export_long``).
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ import html
 import json
 from pathlib import Path
 
-from qkv.notebook import bundle
-from qkv.views import why
+from qkv.notebook import bundle, export_long
+from qkv.views import long_text, why
 from qkv.views.viewers import View, token_of, view_of
 
 HERE = Path(__file__).resolve().parent
+OFFLINE_LONG = "offline_long.js"  # the kernel's stand-in for a long text's file
 MAX_PAYLOADS = 20_000  # token × head × layer × τ choices one file may hold
 
 
@@ -88,15 +90,24 @@ def table(
     }
 
 
-def document(data: dict, *, title: str) -> str:
-    """The HTML text: styles and scripts of the view, and ``data`` (JSON, gzip, base64: the
-    walkthroughs' text repeats), all inline."""
-    script = bundle.esm(export=False) + "\n" + (HERE / "offline.js").read_text()
-    payload = json.dumps(data, allow_nan=False, separators=(",", ":")).encode()
-    packed = base64.b64encode(gzip.compress(payload, 6, mtime=0)).decode()
-    return _PAGE.format(
-        title=html.escape(title), data=packed, script=script.replace("</script", "<\\/script")
+def document(data: dict, *, title: str, blob: bytes = b"") -> str:
+    """The HTML text: styles and scripts of the view, ``data`` (JSON, gzip, base64: the
+    walkthroughs' text repeats) and ``blob`` (binary arrays ``data`` points into, gzip,
+    base64), all inline."""
+    script = "\n".join(
+        [bundle.esm(export=False), *((HERE / n).read_text() for n in ("offline.js", OFFLINE_LONG))]
     )
+    payload = json.dumps(data, allow_nan=False, separators=(",", ":")).encode()
+    return _PAGE.format(
+        title=html.escape(title),
+        data=_packed(payload),
+        blob=_packed(blob),
+        script=script.replace("</script", "<\\/script"),
+    )
+
+
+def _packed(raw: bytes) -> str:
+    return base64.b64encode(gzip.compress(raw, 6, mtime=0)).decode()
 
 
 def to_html(
@@ -109,13 +120,17 @@ def to_html(
     layer: int | None = None,
     title: str | None = None,
     patching=None,
+    progress=None,
 ) -> str:
     """Write ``obj`` (a scene, a Trace or a model's run) as one self-contained HTML file; for a
     ``qkv.hf.attribute`` result, its "why this token" panel (with ``patching``, a
     ``qkv.hf.patching`` result of the same prompt), every head's split embedded.
 
     temperatures: the τ values to precompute (default: the object's own); select, head,
-    layer: what the file opens on. Returns the HTML text; writes it to ``path`` when given.
+    layer: what the file opens on. Past ``long_text.PANEL_TOKENS`` tokens the file holds
+    each head's pooled overview and each query's top keys at one τ (``export_long``);
+    ``progress(done, total)`` is called after each head then. Returns the HTML text; writes
+    it to ``path`` when given.
     """
     if why.is_attribution(obj):
         panel = why.panel(obj, patching)
@@ -124,10 +139,40 @@ def to_html(
     else:
         why.check_not_patching(obj, patching)
         view = view_of(obj)
-        data = table(view, temperatures=temperatures, select=select, head=head, layer=layer)
-        text = document(data, title=title or f"qkv · {view.title}")
+        title = title or f"qkv · {view.title}"
+        if view.long:
+            text = _long_document(view, temperatures, select, head, layer, title, progress)
+        else:
+            data = table(view, temperatures=temperatures, select=select, head=head, layer=layer)
+            text = document(data, title=title)
     if path is not None:
         Path(path).write_text(text, encoding="utf-8")
+    return text
+
+
+def _long_document(view, temperatures, select, head, layer, title, progress) -> str:
+    """The file of a long text (``export_long``), refused past ``MAX_FILE_BYTES``."""
+    taus = list(dict.fromkeys(float(t) for t in temperatures or [view.temperature]))
+    if len(taus) > 1:
+        raise ValueError(
+            f"a long text's file holds one τ ({len(view.tokens)} tokens, more than "
+            f"{long_text.PANEL_TOKENS}), got {len(taus)}: {taus}"
+        )
+    start = {
+        "select": view.select if select is None else token_of(view, select),
+        "temperature": taus[0],
+        "head": head,
+        "layer": (view.layers[0] if view.layers else 0) if layer is None else layer,
+    }
+    view.check(**start)
+    data, blob = export_long.table(view, **start, progress=progress)
+    text = document(data, title=title, blob=blob)
+    size = len(text.encode())
+    if size > export_long.MAX_FILE_BYTES:
+        raise ValueError(
+            f"the file would be {size / 1e6:.1f} MB, more than {export_long.MAX_FILE_BYTES / 1e6:g}"
+            " MB: export fewer layers (--layer, repeatable)"
+        )
     return text
 
 
@@ -144,6 +189,7 @@ _PAGE = """<!doctype html>
 <div id="qkv"></div>
 <noscript>This file draws its panels with JavaScript; allow scripts to see them.</noscript>
 <script type="application/octet-stream" id="qkv-data" data-encoding="json gzip base64">{data}</script>
+<script type="application/octet-stream" id="qkv-bytes" data-encoding="gzip base64">{blob}</script>
 <script type="module">
 {script}
 </script>

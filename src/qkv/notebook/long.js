@@ -1,8 +1,15 @@
 // A long text's view (past views/long_text.py's PANEL_TOKENS tokens): what fits a screen
-// instead of every number of a head. The selected head's weights as a picture the kernel drew
-// (views/picture.py), the selected query's heaviest keys in numbers, and the tokens to pick
-// a query from, in a panel that opens when asked for.
+// instead of every number of a head. The selected head in the zooming heatmap (zoom.js, fed
+// by the kernel: source.js), the selected query's heaviest keys in numbers, the tokens to pick
+// a query from, and every head pooled (asked for when its panel opens).
 import { $ as byId, fmt, h } from "../web/static/dom.js";
+import { gridTable } from "../web/static/grid.js";
+import { zoomView } from "../web/static/zoom.js";
+import { fromBuffers } from "../web/static/zoomdata.js";
+import { kernelSource } from "./source.js";
+
+const ZOOM_PX = 340;  // the heatmap's largest side: the view stays within 900 px with it open
+const BESIDE = 96 + 190;  // zoom.js's row labels at the left and its small overview at the right
 
 export const LONG_OPEN = ["panel-view"];  // the panels open at first
 
@@ -10,10 +17,9 @@ export function buildLong(info) {
   return h("main", { class: "long" },
     h("section", { id: "panel-view", class: "panel wide" },
       h("h2", {}, h("code", {}, "weights"), " of the selected head ", h("span", { id: "view-title" })),
-      h("p", { class: "hint" }, `${info.tokens.length} queries × ${info.tokens.length} keys, ` +
-        "max-pooled to fit (one sharp weight stays visible); darker = more weight. Below the " +
-        "heatmap: the selected query's row, marked at the left."),
-      h("div", { id: "view" })),
+      h("p", { class: "hint" }, "wheel or + − zooms, a drag or the arrows pan, a click on a row " +
+        "selects its query"),
+      h("div", { id: "view" }, h("div", { id: "zoom-root" }))),
     h("section", { id: "panel-row", class: "panel wide" },
       h("h2", {}, "the selected query's heaviest keys"),
       h("dl", { id: "row-stats", class: "stats" }),
@@ -49,13 +55,14 @@ export function drawLong(root, result, info, onSelect) {
     $("query").value = String(st.select);
     $("query-token").textContent = info.tokens[st.select];
   }
-  const stat = (term, value) => [h("dt", {}, term), h("dd", {}, value)];
+  // an exported file holds the top keys only: a number it leaves out is not listed
+  const stat = (term, value, text) => (value == null ? [] : [h("dt", {}, term), h("dd", {}, text())]);
   $("row-stats").replaceChildren(
-    ...stat("query", `${sel.token} (position ${sel.index})`),
-    ...stat("keys it may see", String(sel.visible_keys)),
-    ...stat("entropy", `${fmt(sel.entropy, 3)} nats` +
+    ...stat("query", sel.index, () => `${sel.token} (position ${sel.index})`),
+    ...stat("keys it may see", sel.visible_keys, () => String(sel.visible_keys)),
+    ...stat("entropy", sel.entropy, () => `${fmt(sel.entropy, 3)} nats` +
       (sel.effective_tokens == null ? "" : ` ≈ ${fmt(sel.effective_tokens, 1)} keys' worth`)),
-    ...stat("Σ weights", fmt(sel.weights_sum, 4)));
+    ...stat("Σ weights", sel.weights_sum, () => fmt(sel.weights_sum, 4)));
   $("top-keys").replaceChildren(...sel.top_keys.map((k) => h("li", {},
     h("button", { type: "button", class: "token", dataset: { index: k.position },
                   title: "make this key the query", onclick: () => onSelect(k.position) }, k.token),
@@ -65,4 +72,35 @@ export function drawLong(root, result, info, onSelect) {
     b.classList.toggle("selected", on);
     b.setAttribute("aria-pressed", String(on));
   }
+}
+
+// The zooming heatmap of the chosen head, made on the first answer and fed a new source when
+// the layer, head or τ changes. Returns draw(settings).
+export function zoomer(root, ask, onSelect, onError) {
+  let view = null, key = null;
+  return (st) => {
+    const params = { layer: st.layer, head: st.head, temperature: st.temperature };
+    const next = JSON.stringify(params);
+    if (!view) {
+      const box = byId("zoom-root", root);
+      // one row with the small overview; narrower views wrap more text, so a smaller heatmap
+      const size = Math.max(200, Math.min(ZOOM_PX, box.clientWidth - BESIDE - 60));
+      view = zoomView(box, kernelSource(ask, params), { size, q: st.select, onSelect, onError });
+    } else if (next !== key) {
+      view.setSource(kernelSource(ask, params));
+    }
+    if (view.state.q !== st.select) view.select(st.select);
+    key = next;
+  };
+}
+
+// The grid of every head, pooled by the kernel when asked (the thumbnails request).
+export function loadThumbnails(box, ask, onPick, after) {
+  box.replaceChildren(h("p", { class: "hint" }, "pooling every head of every layer…"));
+  ask("thumbnails").then(({ header, buffers }) => {
+    const { data } = fromBuffers(header, buffers[0]);
+    box.replaceChildren(gridTable({ shape: header.shape, bytes: data, sqrt: true }, onPick,
+      header.layers));
+    after();
+  }, (e) => box.replaceChildren(h("p", { class: "hint" }, `cannot pool the heads: ${e.message}`)));
 }

@@ -47,11 +47,21 @@ async function qkvData() {
   return JSON.parse(await new Response(stream).text());
 }
 
-qkvData().then((data) => {
+// The arrays a long text's file points into (offline_long.js): gzip, base64.
+async function qkvBytes() {
+  const text = document.getElementById("qkv-bytes").textContent.trim();
+  const bytes = Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+  return new Response(stream).arrayBuffer();
+}
+
+qkvData().then(async (data) => {
   const model = data.info.kind === "why"  // a "why this token" panel: nothing to look up
     ? { get: (name) => (name === "info" ? data.info : null), on() {}, off() {} }
-    : qkvOfflineModel(data);
+    : data.long ? qkvOfflineLong(data, await qkvBytes()) : qkvOfflineModel(data);
   qkvWidget.render({ model, el: document.getElementById("qkv") });
 }).catch((e) => {
-  document.getElementById("qkv").textContent = `cannot read this file's numbers: ${e.message}`;
+  const box = document.getElementById("qkv");  // its shadow root would hide a text of its own
+  box.replaceWith(Object.assign(document.createElement("p"),
+    { id: "qkv", textContent: `cannot read this file's numbers: ${e.message}` }));
 });

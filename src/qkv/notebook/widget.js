@@ -10,7 +10,8 @@ import { render as paint } from "../web/static/render.js";
 import { whyPanel } from "../web/static/why.js";
 import { channel } from "./channel.js";
 import { foldPanels } from "./fold.js";
-import { buildLong, drawLong, fillTokens, LONG_OPEN, queryControl } from "./long.js";
+import { buildLong, drawLong, fillTokens, loadThumbnails, LONG_OPEN, queryControl, zoomer }
+  from "./long.js";
 import { stillFigure, watchStill } from "./still.js";
 
 const TAU_MIN = 0.05, TAU_MAX = 10, STEPS = 1000;  // the τ slider is logarithmic, as the page's
@@ -56,12 +57,18 @@ export function render({ model, el, css }) {
   for (const id of HIDDEN) if ($(id)) $(id).hidden = true;
   const hint = panels.querySelector("#panel-x .hint");
   if (hint) hint.textContent = "Click a token (or focus it and press ← →) to make it the query.";
-  if (info.grid) panels.prepend(gridPanel(info));
-  if (long) $("view").append(still);
+  const pooled = long && info.layers;  // a long run's grid: pooled when its panel opens
+  if (info.grid || pooled) panels.prepend(gridPanel(info));
+  if (long) $("view").prepend(still);
   foldPanels(panels, long ? LONG_OPEN : OPEN, (id) => {
     if (id === "panel-tokens") fillTokens(root, info, (i) => send({ select: i }));
+    if (id === "panel-grid" && pooled) {
+      loadThumbnails($("grid"), kernel.ask, (layer, head) => send({ layer, head }),
+        () => markSelected(root, model.get("payload").settings));
+    }
   });
-  const unwatch = watchStill(still, model, kernel.ask, { always: long });
+  const unwatch = watchStill(still, model, kernel.ask);
+  const zoomTo = long ? zoomer(root, kernel.ask, (q) => send({ select: q }), showError) : null;
 
   const send = (changes) => {
     for (const [k, v] of Object.entries(changes)) model.set(k, v);
@@ -96,7 +103,10 @@ export function render({ model, el, css }) {
     let result = model.get("payload");
     if (result && !long && !result.trace) result = { ...result, trace: model.get("trace") };
     if (!result || !result.settings || !(long || result.trace)) return;
-    if (long) drawLong(root, result, info, ctx.onSelect);
+    if (long) {
+      drawLong(root, result, info, ctx.onSelect);
+      if (still.dataset.kernel !== "gone") zoomTo(result.settings);
+    }
     else paint(panels, result, ctx);
     const st = result.settings;
     if (tau && tau.type === "range") {
@@ -107,7 +117,7 @@ export function render({ model, el, css }) {
     }
     if ($("layer")) $("layer").value = String(st.layer);
     if ($("head")) $("head").value = String(st.head ?? 0);
-    if (info.grid) markSelected(root, st);
+    if (info.grid || pooled) markSelected(root, st);
     const x = $("x-editor");
     if (x && !x.childElementCount) {
       x.append(h("p", { class: "hint" }, `X is ${info.tokens.length} × ${info.d_model ?? "d_model"}` +
@@ -130,6 +140,14 @@ export function render({ model, el, css }) {
   };
 
   function gridPanel(info) {
+    if (!info.grid) {
+      return h("section", { id: "panel-grid", class: "panel wide" },
+        h("h2", {}, h("code", {}, "weights"), " of every layer and head ", h("span", { id: "grid-title" })),
+        h("p", { class: "hint" }, "One thumbnail per head, max-pooled: queries down, keys across, " +
+          "darker = more weight (shade ∝ √weight) at the model's own τ. " +
+          "Click one to show it above."),
+        h("div", { id: "grid", class: "scroll" }));
+    }
     const grid = decodeGrid(info.grid);
     return h("section", { id: "panel-grid", class: "panel wide" },
       h("h2", {}, h("code", {}, "weights"), " of every layer and head ", h("span", { id: "grid-title" })),

@@ -9,10 +9,7 @@ import math
 
 import numpy as np
 
-from qkv import checks
-from qkv.lazy import LazyTrace
 from qkv.steps import entropy
-from qkv.tiles import Source
 
 PANEL_TOKENS = 32  # the panels print every number of a head: L × S of each step
 TOP_KEYS = 10  # keys named for the selected query
@@ -37,21 +34,3 @@ def selected(trace, i: int, head: int | None, names: list[str], *, top: int = TO
             for j, v in zip(best.keys[0], best.weights[0], strict=True)
         ],
     }
-
-
-def retempered(trace, temperature: float) -> LazyTrace:
-    """A layer's trace at another τ, lazily: the same q, k, v, mask rule and settings, nothing
-    computed until a reader asks (an eager trace is rerun from its q, k, v and mask)."""
-    if isinstance(trace, LazyTrace):
-        s = trace.source
-        src = Source(
-            s.q, s.k, s.v, s.rule, scale=s.scale, temperature=temperature, softcap=s.softcap,
-            bias=s.bias, sinks=s.sinks, W_O=s.W_O, b_O=s.b_O,
-        )  # fmt: skip
-        return LazyTrace(src, extra=trace.extra, tokens=trace.tokens, key_tokens=trace.key_tokens)
-    st = trace.settings
-    p = checks.problem(
-        trace["q"], trace["k"], trace["v"], mask=st.get("mask"), causal=st.get("causal") or False,
-        scale=st["scale"], temperature=temperature,
-    )  # fmt: skip
-    return LazyTrace(Source.of(p), tokens=trace.tokens, key_tokens=trace.key_tokens)

@@ -21,7 +21,7 @@ from qkv.attention import attention
 from qkv.explain.html import count, shape_words
 from qkv.explain.tokens import labels, pick
 from qkv.trace import STEPS
-from qkv.views import grid, long_text, picture, selection
+from qkv.views import grid, long_text, picture, selection, zoom
 
 TRACE_STEPS = ("q", "k", "v")  # what a one-head trace needs to be rerun at another τ
 
@@ -302,10 +302,13 @@ class ModelView(View):
     @functools.lru_cache(maxsize=4)  # noqa: B019 - each keeps its own tiles (tiles.CACHE_BYTES)
     def _head(self, temperature: float, head: int, layer: int):
         """The chosen head as a lazy trace: nothing computed until a reader asks."""
-        layer_trace = self.run.layer(layer)
-        if temperature != self.temperature:
-            layer_trace = long_text.retempered(layer_trace, temperature)
-        return layer_trace.head(head)
+        return zoom.at_temperature(self.run.layer(layer), temperature).head(head)
+
+    @functools.lru_cache(maxsize=2)  # noqa: B019 - a view lives as long as its widget
+    def thumbnails(self, size: int):
+        """Every head of every layer max-pooled to at most size × size (``zoom.thumbnails``),
+        at the model's τ."""
+        return zoom.thumbnails({i: self.run.layers[i] for i in self.layers}, size)
 
     @functools.lru_cache(maxsize=16)  # noqa: B019 - a view lives as long as its widget
     def _trace(self, temperature: float, head: int, layer: int):

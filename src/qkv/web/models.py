@@ -32,10 +32,10 @@ from pydantic import BaseModel, Field, create_model
 from qkv import models
 from qkv.views import grid as grids
 from qkv.views import selection
+from qkv.views.long_text import PANEL_TOKENS  # the panels that print every number of one head
 from qkv.web.errors import FieldError, shown
 from qkv.web.schemas import Index, Section, Selected, request_config
 
-PANEL_TOKENS = 32  # the panels that print every number of one head (POST /api/model/trace)
 MAX_CHARS = 400  # of such a sentence, checked before tokenizing
 CHARS_PER_TOKEN = 8  # a text may have 8 characters a token of the model's context, checked first
 TEXT_CHARS = 65_536  # and never more (8 × SmolLM2's 8,192 tokens)

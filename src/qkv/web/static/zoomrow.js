@@ -19,7 +19,9 @@ export function rowPart(onKey) {
 export function drawRow(part, payload, span, width) {
   const { header, data } = payload;
   part.title.textContent = `query ${header.token} (position ${header.q}): its weights over ` +
-    `all ${header.S} keys · entropy ${fmt(header.entropy, 3)} nats · sum ${fmt(header.sum, 4)}` +
+    `all ${header.S} keys` +  // an exported file may leave the entropy and sum out
+    (header.entropy == null ? "" : ` · entropy ${fmt(header.entropy, 3)} nats`) +
+    (header.sum == null ? "" : ` · sum ${fmt(header.sum, 4)}`) +
     (header.factor > 1 ? ` · each bar the largest of ${header.factor} keys (max-pooled)` : "");
   const c = part.strip;
   const dpr = window.devicePixelRatio || 1;
