@@ -178,7 +178,7 @@ def test_wrongly_shaped_mask_is_refused():
 
 @pytest.mark.parametrize("tau", [0.0, -1.0, math.inf, math.nan])
 def test_bad_temperature_is_refused(tau):
-    with pytest.raises(ValueError, match="temperature must be finite and > 0"):
+    with pytest.raises(ValueError, match="temperature must be a finite number > 0, got"):
         attention(np.ones((2, 2)), np.ones((2, 2)), np.ones((2, 2)), temperature=tau)
 
 

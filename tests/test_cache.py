@@ -37,7 +37,7 @@ def test_cache_with_a_capacity_writes_into_one_buffer(rng):
     assert np.array_equal(allk, np.concatenate(ks, axis=-2)) and np.array_equal(allv, -allk)
     allk, _ = cache.update(ks[0], ks[0])  # past the capacity: it grows, nothing lost
     assert len(cache) == 17 and np.array_equal(allk[..., 12:, :], ks[0])
-    with pytest.raises(ValueError, match="capacity must be a positive integer or None, got 0"):
+    with pytest.raises(ValueError, match="capacity must be a positive integer, got 0"):
         qkv.KVCache(capacity=0)
 
 

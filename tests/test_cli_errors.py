@@ -22,6 +22,7 @@ BAD = {
         (["--checkpoint", ""], "expected a file path, got ''"),
         (["--png", ""], "expected a file path"),
         (["-t", "0"], "--temperature must be a finite number > 0"),
+        (["-t", "abc"], "--temperature must be a finite number > 0, got 'abc'"),
         (["--png", NO_DIR], f"'{NO_DIR}': No such file or directory"),
         (["--select", "99"], "token index must be in [0, 6)"),
         (["--softcap", "0"], "--softcap must be a finite number > 0"),
@@ -37,6 +38,10 @@ BAD = {
     "export": [
         (["--preset", "nope", "-o", "x.html"], "'nope' is not one of"),
         (["--preset", "bank", "-o", ""], "expected a file path"),
+        (
+            ["--preset", "bank", "--temperature", "0", "-o", "x.html"],
+            "--temperature must be a finite number > 0, got 0.0",
+        ),
         (["--preset", "bank", "-o", NO_DIR.replace(".png", ".html")], "nonexistent-qkv-dir"),
     ],
     "patch": [
@@ -45,6 +50,8 @@ BAD = {
             "a local transformers model directory",
         ),
         (["--text", "hi", "--tau", "1.1=0"], "--tau"),
+        (["--text", "hi", "--tau", "1.1=nan"], "--tau 1.1: τ must be a finite number > 0, got nan"),
+        (["--text", "hi", "--tau", "2=x"], "--tau 2: τ must be a finite number > 0, got 'x'"),
     ],
     "attribute": [
         (
@@ -57,7 +64,12 @@ BAD = {
     ],
     "dims": [(["--d-model", "7", "--n-heads", "2"], "divisible by n_heads")],
     "presets": [(["--format", "nope"], "'nope' is not one of")],
-    "softmax": [(["nan"], "finite"), (["1", "-t", "-1"], "--temperature")],
+    "softmax": [
+        (["nan"], "finite"),
+        (["1", "-t", "-1"], "--temperature"),
+        (["1", "abc"], "each score must be a finite number, got 'abc'"),
+        (["1e400"], "each score must be a finite number, got inf"),
+    ],
     "serve": [
         (["--port", "70000"], "--port"),
         (["--host", "no such host", "--port", "0"], "cannot listen on no such host"),
@@ -76,6 +88,10 @@ BAD = {
             ["--prompt", "hi", "--temperature", "inf"],
             "Error: --temperature must be a finite number",
         ),
+        (
+            ["--prompt", "hi", "--temperature", "-1"],
+            "--temperature must be a finite number ≥ 0 (0 = greedy), got -1.0",
+        ),
     ],
     "lab": [(["nope"], "No such command 'nope'")],
     "lab scaling": [(["--seed", "-1"], "'--seed': -1 is not in the range")],
@@ -92,11 +108,14 @@ BAD = {
     "quiz": [(["--kind", "nope"], "--kind must be one of"), (["--n", "0"], "'--n'")],
     "ring": [
         (["--timeout", "nan"], "--timeout must be a finite number > 0"),
+        (["--timeout", "0"], "--timeout must be a finite number > 0, got 0.0"),
         (["-n", "0"], "'--world-size'"),
         (["--dtype", "float16"], "'float16'"),
     ],
     "bench": [
         (["--T", "abc"], "--T: expected comma-separated integers"),
+        (["--min-time", "nan"], "--min-time must be a finite number ≥ 0, got nan"),
+        (["--max-memory", "-1"], "--max-memory must be a finite number ≥ 0, got -1.0"),
         (["--trace", "0"], "--trace 0: expected positive token counts, got [0]"),
         (["--trace", "2k"], "--trace: expected comma-separated token counts, got '2k'"),
     ],

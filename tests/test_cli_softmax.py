@@ -67,7 +67,7 @@ def test_rich_output_has_no_colour_codes_when_piped():
     [
         (("2", "1", "-t", "0"), "--temperature must be a finite number > 0, got 0.0"),
         (("2", "1", "-t", "-1"), "--temperature must be a finite number > 0, got -1.0"),
-        (("2", "inf"), "scores must be finite numbers, got inf"),
+        (("2", "inf"), "each score must be a finite number, got inf"),
         (
             ("2", "1", "-t", "1e-310"),
             "--temperature 1e-310 is too small for these scores: x/τ "

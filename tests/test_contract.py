@@ -533,12 +533,12 @@ CASES = [
     Case(
         "softcap = 0",
         lambda rng: {**_qkv(rng), "softcap": 0.0},
-        (ValueError, r"softcap must be finite and > 0, got 0.0"),
+        (ValueError, r"softcap must be a finite number > 0 \(or None: no capping\), got 0.0"),
     ),
     Case(
         "softcap < 0, tensors",
         lambda rng: {**_tensors(rng, torch.float32), "softcap": -1},
-        (ValueError, r"softcap must be finite and > 0, got -1"),
+        (ValueError, r"softcap must be a finite number > 0 \(or None: no capping\), got -1"),
     ),
 ]
 

@@ -138,3 +138,21 @@ def test_any_shape_matches_reference(groups, r, L, S, d, causal, masked):
     mask = rng.random((L, S)) < 0.8 if masked else None
     got = qkv.attention(q, k, v, mask=mask, causal=causal, backend="fused")
     np.testing.assert_allclose(got, reference(q, k, v, mask=mask, causal=causal), atol=2e-5)
+
+
+def test_exp2_of_the_tile_pass_is_float32_exact_and_zero_far_below_the_max():
+    from qkv.kernels import fused
+
+    x = np.linspace(-110.0, 80.0, 4001).astype(np.float32)  # log₂ units, as the pass sees them
+    s = np.concatenate([x, np.float32([np.nan, -np.inf])])[None, None]  # (1, 1, n)
+    m, ell = np.zeros((1, 1), np.float32), np.zeros((1, 1), np.float32)  # the unshifted path
+    acc = np.zeros((1, 1, 1), np.float32)
+    tile = fused._kernels()["tile32"]
+    no_mask, no_bias = np.ones((1, 1, 1), bool), np.zeros((1, 1, 1, 1), np.float32)
+    tile(s, m, ell, acc, np.zeros(1, np.int64), 0, False, 0, no_mask, False, no_bias, False, True)
+    p = s[0, 0, : x.size].astype(np.float64)
+    want = 2.0 ** x.astype(np.float64)
+    kept = x >= -100
+    assert np.all(np.abs(p[kept] / want[kept] - 1) < 2e-7)  # a few float32 roundings
+    assert np.all(p[~kept] == 0)  # 2^x < 2^-100 of the row's largest term: exactly 0
+    assert np.isnan(s[0, 0, -2]) and s[0, 0, -1] == 0 and np.isnan(ell[0, 0])

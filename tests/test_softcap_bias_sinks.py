@@ -112,8 +112,11 @@ def test_gradients_flow_to_the_bias_and_the_sinks_like_torch_autograd(rng):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"softcap": 0.0}, "softcap must be finite and > 0, got 0.0"),
-        ({"softcap": "big"}, "softcap must be a number"),
+        ({"softcap": 0.0}, "softcap must be a finite number > 0 (or None: no capping), got 0.0"),
+        (
+            {"softcap": "big"},
+            "softcap must be a finite number > 0 (or None: no capping), got 'big'",
+        ),
         (
             {"bias": np.zeros((3, 3))},
             "bias must broadcast to the scores' shape (..., L, S) = (1, 2)",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from qkv import steps
+from qkv import checks, steps
 
 
 class KVCache:
@@ -19,11 +19,7 @@ class KVCache:
     """
 
     def __init__(self, *, capacity: int | None = None):
-        if capacity is not None and (
-            isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1
-        ):
-            raise ValueError(f"capacity must be a positive integer or None, got {capacity!r}")
-        self.capacity = capacity
+        self.capacity = None if capacity is None else checks.positive_int("capacity", capacity)
         self._k = None  # (..., heads, capacity, d_k) buffer
         self._v = None  # (..., heads, capacity, d_v) buffer
         self.length = 0

@@ -1,4 +1,4 @@
-"""The one input contract every backend shares: shapes, dtypes, scale, τ and masks.
+"""The one input contract every backend shares: shapes, dtypes, numbers (scale, τ, …) and masks.
 
 ``qkv.attention`` validates its arguments here once, whichever backend then runs, so bad input
 gets the same error from the traced reference, the blocked kernel and torch. Every error names
@@ -212,43 +212,61 @@ def _largest(xp, a) -> float:
     return float(xp.max(xp.abs(a))) if a.size else 0.0
 
 
+def number(
+    x, name: str = "value", *, above: float | None = None, at_least: float | None = None,
+    hint: str = "",
+) -> float:  # fmt: skip
+    """``x`` as a float: a real number (not a bool), finite, > ``above`` and ≥ ``at_least``
+    where given. Otherwise a TypeError (not a number) or a ValueError (not finite, or out of
+    range): "{name} must be a finite number > 0{hint}, got …". Every scalar of the API and of
+    the surfaces is checked here."""
+    bounds = "".join(f" {op} {b:g}" for op, b in ((">", above), ("≥", at_least)) if b is not None)
+    rule = f"{name} must be a finite number{bounds}{hint}"
+    if isinstance(x, bool) or not isinstance(x, (int, float, np.floating, np.integer)):
+        raise TypeError(f"{rule}, got {_quoted(x)}")
+    try:
+        value = float(x)
+    except OverflowError:  # an integer past float64's range
+        raise ValueError(f"{rule}, got an integer of {len(str(abs(x)))} digits") from None
+    if not math.isfinite(value) or (above is not None and not value > above):
+        raise ValueError(f"{rule}, got {x}")
+    if at_least is not None and not value >= at_least:
+        raise ValueError(f"{rule}, got {x}")
+    return value
+
+
+def _quoted(x) -> str:
+    text = repr(x)
+    return text if len(text) <= 80 else f"{text[:80]}… ({type(x).__name__})"
+
+
 def scale_factor(scale, d_k: int) -> float:
     """The factor that multiplies q·kᵀ: 1/√d_k by default, ``scale`` when given."""
     if scale is None:
         return 1.0 / math.sqrt(d_k) if d_k > 0 else 1.0
-    if isinstance(scale, bool) or not isinstance(scale, (int, float, np.floating, np.integer)):
-        raise TypeError(
-            f"scale must be a number (1/√d_k by default; 1.0 turns scaling off), got {scale!r}"
-        )
-    if not math.isfinite(scale):
-        raise ValueError(f"scale must be finite, got {scale}")
-    return float(scale)
+    return number(scale, "scale", hint=" (1/√d_k by default; 1.0 turns scaling off)")
 
 
-def temperature_value(tau) -> float:
-    """τ as a float, checked finite and > 0."""
-    if isinstance(tau, bool) or not isinstance(tau, (int, float, np.floating, np.integer)):
-        raise TypeError(f"temperature must be a number τ > 0, got {tau!r}")
-    if not (math.isfinite(tau) and tau > 0):
-        raise ValueError(f"temperature must be finite and > 0, got {tau}")
-    return float(tau)
+def temperature_value(tau, name: str = "temperature") -> float:
+    """τ, which divides the scaled scores, as a float: finite and > 0."""
+    return number(tau, name, above=0)
 
 
-def positive_int(name: str, n) -> None:
+def sampling_temperature(tau, name: str = "temperature") -> float:
+    """The temperature of sampling from logits as a float: finite and ≥ 0 (0 = greedy)."""
+    return number(tau, name, at_least=0, hint=" (0 = greedy)")
+
+
+def positive_int(name: str, n) -> int:
     """A size that must be a positive integer (heads, model width, context ...)."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {n!r}")
+        raise ValueError(f"{name} must be a positive integer, got {_quoted(n)}")
+    return int(n)
 
 
-def softcap_value(cap) -> float | None:
+def softcap_value(cap, name: str = "softcap") -> float | None:
     """The soft-capping bound as a float, checked finite and > 0; None turns capping off."""
-    if cap is None:
-        return None
-    if isinstance(cap, bool) or not isinstance(cap, (int, float, np.floating, np.integer)):
-        raise TypeError(f"softcap must be a number > 0 (or None for no capping), got {cap!r}")
-    if not (math.isfinite(cap) and cap > 0):
-        raise ValueError(f"softcap must be finite and > 0, got {cap}")
-    return float(cap)
+    return None if cap is None else number(cap, name, above=0, hint=" (or None: no capping)")
 
 
 def checked_bias(bias, q, k):

@@ -172,9 +172,11 @@ class LazyTrace(Trace):
         ]
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
 
-    def _head_of(self, head) -> int | None:
+    def _head_of(self, head) -> int:
         if self.head_index is None:
-            return super()._head_of(head)
+            h = super()._head_of(head)
+            assert h is not None  # a lazy trace without head_index keeps its head axis
+            return h
         if head is not None and head != self.head_index:
             raise ValueError(f"this trace is head {self.head_index}; read it without head=")
         return self.head_index
@@ -182,6 +184,8 @@ class LazyTrace(Trace):
     def contributions(self, i: int, *, head: int | None = None) -> np.ndarray:
         """The per-key terms w_ij·v_j of query i (see ``Trace.contributions``), from one row."""
         s = self.source
+        if s.v is None:
+            raise KeyError(f"step 'v' is not in this trace; it has {list(self.steps)}")
         if not -s.L <= i < s.L:
             raise IndexError(f"query index must be in [0, {s.L}), got {i}")
         i %= s.L
@@ -267,7 +271,7 @@ class _Settings(Mapping):
             values["softcap"] = s.softcap
         if s.sinks is not None:
             sinks = [float(x) for x in s.sinks]
-            values["sinks"] = [sinks[t.head_index]] if one else sinks
+            values["sinks"] = [sinks[t.head_index]] if t.head_index is not None else sinks
         return {**values, **t.extra}
 
     def _mask(self):

@@ -161,7 +161,9 @@ class Rule:
             )
         gaps = n > 0 and keep[-1] - keep[0] + 1 != n
         if self.window is not None and gaps:  # a window counts the positions dropped: keep it whole
-            whole = self.positions(0, self.L)[None]  # (1, L, S)
+            rows = self.positions(0, self.L)
+            assert rows is not None  # a window is set
+            whole = rows[None]  # (1, L, S)
             if self.mask is not None:
                 whole = self.mask[b if self.mask.shape[0] > 1 else 0] & whole  # (heads or 1, L, S)
             return Rule(n, n, mask=np.ascontiguousarray(whole[:, keep][:, :, keep]))

@@ -9,27 +9,16 @@ them holds more than one tile of (ROWS, S) numbers besides its answer.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from qkv.steps import ROWS, entropy
+from qkv.checks import positive_int
+from qkv.steps import ROWS, STEPS, entropy
 
-# Steps whose axis -2 runs over the queries.
-ROW_STEPS = (
-    "x",
-    "q",
-    "scores",
-    "scaled",
-    "tempered",
-    "capped",
-    "biased",
-    "masked",
-    "weights",
-    "sink",
-    "z",
-    "head_out",
-)
+# Steps whose axis -2 runs over the queries (k, v and rope's run over the keys; out has no head).
+ROW_STEPS = tuple(name for name in STEPS if name not in ("k", "v", "rope", "out"))
 STATS = ("entropy", "max", "first", "previous", "self", "next", "last")
 
 
@@ -52,7 +41,10 @@ class Pooled(NamedTuple):
 
 
 class Readers:
-    """Readers shared by every trace; they need ``settings`` and ``_rows``."""
+    """Readers shared by every trace; they need ``steps``, ``settings`` and ``_rows``."""
+
+    steps: Mapping[str, Any]
+    settings: Mapping[str, Any]
 
     def _rows(self, name: str, head, r0: int, r1: int) -> np.ndarray:
         raise NotImplementedError
@@ -118,8 +110,7 @@ class Readers:
 
     def top_keys(self, k: int = 5, *, head: int | None = None, rows=None) -> TopKeys:
         """Each query's k heaviest keys (of ``rows``; every query by default) for one head."""
-        if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-            raise ValueError(f"k must be a positive integer, got {k!r}")
+        positive_int("k", k)
         h = self._head_of(head)
         idx = self._query_positions(rows)
         k = min(int(k), self.settings["S"])
@@ -169,8 +160,7 @@ class Readers:
 
     def pooled(self, size: int = 256, *, head: int | None = None, step: str = "weights") -> Pooled:
         """One head's step max-pooled, tile by tile, to at most ``size`` × ``size`` cells."""
-        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
-            raise ValueError(f"size must be a positive integer, got {size!r}")
+        positive_int("size", size)
         h = self._head_of(head)
         L, S = self.settings["L"], self.settings["S"]
         fr, fk = max(1, math.ceil(L / size)), max(1, math.ceil(S / size))

@@ -17,6 +17,32 @@ from array_api_compat import array_namespace, device, is_torch_array
 
 from qkv.blas import single_threaded_blas
 
+# The project's one vocabulary for the steps, in data-flow order (docs/architecture.md).
+# "rope" (rotary models only) holds q and k before rotation; "q" and "k" then hold them after.
+# "capped" (soft-capping), "biased" (an additive bias) and "sink" (the weight an attention sink
+# takes, (..., L, 1)) appear only when the computation has them.
+STEPS = (
+    "x",
+    "q",
+    "k",
+    "v",
+    "rope",
+    "scores",
+    "scaled",
+    "tempered",
+    "capped",
+    "biased",
+    "masked",
+    "weights",
+    "sink",
+    "z",
+    "head_out",
+    "out",
+)
+
+# The steps with a head axis that one head's trace keeps (``Trace.head``).
+HEAD_STEPS = STEPS[1:4] + STEPS[5:14]  # q k v scores … masked weights sink z
+
 # Queries per matrix product in ``rows_matmul``: the products of the traced steps run on row
 # tiles of this many rows, so a lazy trace that computes one tile of one head gets the numbers
 # of the whole computation bit for bit (BLAS rounds a row differently as the row count varies).

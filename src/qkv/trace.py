@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,33 +12,7 @@ import numpy as np
 
 from qkv import display
 from qkv.readers import Readers
-from qkv.steps import kv_head
-
-# The project's one vocabulary for the steps, in data-flow order (docs/architecture.md).
-# "rope" (rotary models only) holds q and k before rotation; "q" and "k" then hold them after.
-# "capped" (soft-capping), "biased" (an additive bias) and "sink" (the weight an attention sink
-# takes, (..., L, 1)) appear only when the computation has them.
-STEPS = (
-    "x",
-    "q",
-    "k",
-    "v",
-    "rope",
-    "scores",
-    "scaled",
-    "tempered",
-    "capped",
-    "biased",
-    "masked",
-    "weights",
-    "sink",
-    "z",
-    "head_out",
-    "out",
-)
-
-# The steps with a head axis that one head's trace keeps (``Trace.head``).
-HEAD_STEPS = STEPS[1:4] + STEPS[5:14]  # q k v scores … masked weights sink z
+from qkv.steps import HEAD_STEPS, STEPS, kv_head
 
 FORMAT = "qkv.trace/1"
 # What ``from_json`` accepts: the dtypes ``to_json`` writes, and a size checked before any
@@ -70,8 +45,8 @@ class Trace(Readers):
     ``head_stats``, ``pooled`` (``qkv.readers``); a ``qkv.lazy.LazyTrace`` computes them on read.
     """
 
-    steps: dict[str, Any]
-    settings: dict[str, Any]
+    steps: Mapping[str, Any]
+    settings: Mapping[str, Any]
     tokens: list[str] | None = None
     key_tokens: list[str] | None = field(default=None)
 
@@ -98,6 +73,7 @@ class Trace(Readers):
     def __contains__(self, name: str) -> bool:
         return name in self.steps
 
+    # defining __eq__ leaves __hash__ None: a trace holds mutable arrays
     def __eq__(self, other) -> bool:
         """Same steps (dtype, shape and values, NaN equal to NaN), settings and tokens."""
         if not isinstance(other, Trace):
@@ -111,8 +87,6 @@ class Trace(Readers):
             and all(_same(mine.steps[n], theirs.steps[n]) for n in mine.steps)
             and all(_same(mine.settings[n], theirs.settings[n]) for n in mine.settings)
         )
-
-    __hash__ = None  # mutable arrays inside
 
     @property
     def names(self) -> list[str]:
@@ -268,13 +242,14 @@ def _encode(a: np.ndarray) -> dict:
     if a.dtype == np.bool_:
         data = a.tolist()
     else:
-        data = _finite_or_text(a.astype(np.float64).tolist() if a.ndim else float(a))
+        data = finite_or_text(a.astype(np.float64).tolist() if a.ndim else float(a))
     return {"dtype": str(a.dtype), "shape": list(a.shape), "data": data}
 
 
-def _finite_or_text(x):
+def finite_or_text(x):
+    """Nested lists of numbers as JSON takes them: -inf, inf and nan as those strings."""
     if isinstance(x, list):
-        return [_finite_or_text(e) for e in x]
+        return [finite_or_text(e) for e in x]
     return x if math.isfinite(x) else repr(x)  # 'inf', '-inf', 'nan'
 
 

@@ -65,7 +65,10 @@ def test_patch_prints_a_table(local):
     [
         (["--text", TEXT], "give at least one edit"),
         (["--text", TEXT, "--tau", "1.0"], "--tau takes LAYER.HEAD=VALUE"),
-        (["--text", TEXT, "--tau", "1.0=hot"], "with a finite number τ > 0"),
+        (
+            ["--text", TEXT, "--tau", "1.0=hot"],
+            "--tau 1.0: τ must be a finite number > 0, got 'hot'",
+        ),
         (["--text", TEXT, "--ablate", "a.b"], "--ablate takes LAYER.HEAD"),
         (["--text", TEXT, "--ablate", "7.0"], "layer must be in [0, 2)"),
         (["--text", TEXT, "--ablate", "1.0", "--ablate", "1.0"], "1.0 is given twice"),

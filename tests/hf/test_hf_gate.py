@@ -221,3 +221,88 @@ def test_the_bundled_minilm_checkpoint_passes():
     assert sizes["num_hidden_layers"] == 6 and sizes["hidden_size"] == 384
     assert gate.implied_parameters(sizes) <= parameters_in(path)
     gate.check(path)
+
+
+def test_a_position_table_shorter_than_its_config_is_refused_before_any_model_exists(
+    tmp_path, constructed
+):
+    path = tmp_path / "tiny-gpt2"
+    save_local("gpt2", path)
+    constructed.clear()
+    rows, width = 64, 32  # the tiny GPT-2's wpe: 64 positions × 32
+    tensors = gate.safetensors_tensors(path / "model.safetensors")
+    assert [s for n, s in tensors.items() if n.endswith("wpe.weight")] == [[rows, width]]
+    with_config(path, n_positions=4_194_304)  # GPT-2 names max_position_embeddings n_positions
+    with pytest.raises(ValueError) as e:
+        local.open_dir(path)
+    assert constructed == []
+    message = str(e.value)
+    assert "max_position_embeddings 4,194,304" in message
+    sizes = gate.config_sizes(gate.read_config(path / "config.json"))
+    without = gate.implied_parameters(sizes)  # the same sizes, no table counted
+    assert f"implies at least {without + 4_194_304 * width:,} parameters" in message
+
+
+def test_rotary_positions_have_no_table_and_are_bounded_by_the_cap(tiny, constructed):
+    with_config(tiny, max_position_embeddings=gate.MAX_POSITIONS)  # no table: nothing to hold
+    gate.check(tiny)
+    with_config(tiny, max_position_embeddings=gate.MAX_POSITIONS + 1)
+    line = one_error_line(CliRunner().invoke(main, ["heads", "--model", str(tiny), "--text", TEXT]))
+    assert f"max_position_embeddings {gate.MAX_POSITIONS + 1:,}; at most 16,777,216" in line
+    assert constructed == []
+
+
+def mixtral(path, **sizes):
+    config = transformers.MixtralConfig(
+        vocab_size=97, hidden_size=32, intermediate_size=37, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, num_local_experts=3, **sizes,
+    )  # fmt: skip
+    transformers.AutoModel.from_config(config).save_pretrained(path)
+
+
+@pytest.mark.parametrize("experts", [1_000_000, 200])
+def test_more_experts_than_the_weights_hold_are_refused(tmp_path, constructed, experts):
+    mixtral(tmp_path)
+    constructed.clear()
+    present = parameters_in(tmp_path)
+    with_config(tmp_path, num_local_experts=experts)
+    sizes = gate.config_sizes(gate.read_config(tmp_path / "config.json"))
+    assert sizes["num_experts"] == experts
+    # the dense count alone passes; 200 experts of one 32 × 37 matrix and a router row do not
+    assert gate.implied_parameters({**sizes, "num_experts": None}) <= present
+    with pytest.raises(ValueError, match=rf"implies at least [\d,]+ parameters, but the weights "
+                                         rf"hold {present:,}"):  # fmt: skip
+        local.open_dir(tmp_path)
+    assert constructed == []
+
+
+def test_a_sound_mixture_of_experts_passes_with_its_expert_count(tmp_path):
+    mixtral(tmp_path)
+    sizes = gate.config_sizes(gate.read_config(tmp_path / "config.json"))
+    assert sizes["num_experts"] == 3
+    # 3 experts × 32 × (37 + 1), besides the dense count, within what the file holds
+    assert (
+        gate.implied_parameters(sizes)
+        == gate.implied_parameters({**sizes, "num_experts": None}) + 3 * 32 * 38
+    )
+    gate.check(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "key, value, words",
+    [
+        ("n_routed_experts", -2, "n_routed_experts must be a whole number ≥ 0, got -2"),
+        ("num_local_experts", "8", "num_local_experts must be a whole number ≥ 0, got '8'"),
+        ("moe_intermediate_size", [16, 8], None),  # a width per layer: the least is taken
+    ],
+)
+def test_expert_sizes_are_checked_whole_numbers(tmp_path, key, value, words):
+    mixtral(tmp_path)
+    with_config(tmp_path, **{key: value})
+    if words is None:
+        sizes = gate.config_sizes(gate.read_config(tmp_path / "config.json"))
+        assert sizes[key] == 8
+        gate.check(tmp_path)
+        return
+    with pytest.raises(ValueError, match=words):
+        gate.check(tmp_path)

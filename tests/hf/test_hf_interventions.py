@@ -111,7 +111,7 @@ def test_compare_reports_top_k_and_kl():
         ({"x.1": {"tau": 2}}, "'LAYER' or 'LAYER.HEAD'"),
         ({"5.0": {"tau": 2}}, "layer must be in [0, 2)"),
         ({"1.9": {"ablate": "zero"}}, "head must be in [0, 4)"),
-        ({"1.0": {"tau": 0}}, "temperature must be finite and > 0"),
+        ({"1.0": {"tau": 0}}, "temperature must be a finite number > 0, got 0"),
         ({"1.0": {"ablate": "half"}}, "ablate must be 'zero' or 'mean'"),
         ({"1.0": {"scale": 2}}, "with keys from"),
     ],

@@ -127,7 +127,9 @@ def test_bad_input_is_refused_with_a_clear_message(smollm2):
         smollm2.trace(" ")
     with pytest.raises(ValueError, match="max_new_tokens must be a positive integer, got 0"):
         next(smollm2.generate("hi", 0))
-    with pytest.raises(ValueError, match="temperature must be a finite number >= 0"):
+    with pytest.raises(
+        ValueError, match=r"temperature must be a finite number ≥ 0 \(0 = greedy\), got -1.0"
+    ):
         next(smollm2.generate("hi", 3, temperature=-1.0))
     with pytest.raises(ValueError, match="top_k must be a positive integer"):
         next(smollm2.generate("hi", 3, top_k=0))

@@ -73,7 +73,7 @@ def test_values_the_view_cannot_show_are_refused_with_the_range():
         traitlets.TraitError, match=r"select must be a token index in \[0, 8\), got 8"
     ):
         w.select = 8
-    with pytest.raises(traitlets.TraitError, match="temperature must be finite and > 0"):
+    with pytest.raises(traitlets.TraitError, match="temperature must be a finite number > 0"):
         w.temperature = 0.0
     with pytest.raises(traitlets.TraitError, match=r"head must be in \[0, 1\), got 1"):
         w.head = 1

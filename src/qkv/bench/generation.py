@@ -19,7 +19,9 @@ tokens equal qkv untraced's.
 
 from __future__ import annotations
 
+import functools
 import statistics
+from collections.abc import Callable
 
 import numpy as np
 
@@ -34,9 +36,12 @@ TEXT = (
     "fishing boats coming home and the lights of the town across the water."
 )
 QKV_PEERS = ("qkv untraced", "qkv traced")
-HF_PEERS = {"transformers sdpa": {"attn": "sdpa"}, "transformers eager": {"attn": "eager"}}
+HF_PEERS: dict[str, hf_llama.Generate] = {
+    "transformers sdpa": {"attn": "sdpa"},
+    "transformers eager": {"attn": "eager"},
+}
 # --hf: transformers' generate with qkv's attention, and the eager run that also returns weights
-HF_QKV_PEERS = {
+HF_QKV_PEERS: dict[str, hf_llama.Generate] = {
     "transformers + qkv": {"attn": "qkv"},
     "transformers + qkv traced": {"attn": "qkv", "traced": True},
     "transformers eager + output_attentions": {"attn": "eager", "attentions": True},
@@ -60,12 +65,13 @@ def prompt_ids(model, n: int = PROMPT_TOKENS) -> list[int]:
     return ids[:n]
 
 
-def _qkv_run(model, ids, new_tokens: int, traced: bool):
+def _qkv_run(model, ids, new_tokens: int, traced: bool) -> tuple[list[int], float | None, float]:
     """(new ids, seconds to the first new token, seconds in all) for qkv's generate."""
     import time
 
     t0 = time.perf_counter()
-    first, out = None, []
+    first: float | None = None
+    out: list[int] = []
     for g in model.generate_ids(ids, new_tokens, weights=traced, stop_at_eos=False):
         first = time.perf_counter() - t0 if first is None else first
         out.append(g.id)
@@ -87,10 +93,10 @@ def run_model(
 
     model = models.load(name)
     ids = prompt_ids(model, prompt_tokens)
-    runners = {
-        p: (lambda p=p: _qkv_run(model, ids, new_tokens, p == "qkv traced")) for p in QKV_PEERS
+    runners: dict[str, Callable[[], tuple[list[int], float | None, float]]] = {
+        p: functools.partial(_qkv_run, model, ids, new_tokens, p == "qkv traced") for p in QKV_PEERS
     }
-    skipped = {}
+    skipped: dict[str, str] = {}  # peer: why it did not run
     groups = [(HF_PEERS, hf_llama.missing())]
     if hf:
         groups.append((HF_QKV_PEERS, hf_llama.missing(qkv_attention=True)))
@@ -102,10 +108,8 @@ def run_model(
         if llama is None:
             llama = hf_llama.llama_from(model)
         for p, how in peers.items():
-            runners[p] = lambda how=how, llama=llama: hf_llama.greedy_run(
-                llama, ids, new_tokens, **how
-            )
-    runs = {p: [] for p in runners}
+            runners[p] = functools.partial(hf_llama.greedy_run, llama, ids, new_tokens, **how)
+    runs: dict[str, list] = {p: [] for p in runners}
     for _ in range(1 + repeats):  # the first round warms up (allocations, threads, caches)
         for p, fn in runners.items():
             runs[p].append(fn())

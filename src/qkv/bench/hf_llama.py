@@ -8,8 +8,17 @@ function and any gap in speed is the code's, not the weights'.
 from __future__ import annotations
 
 import time
+from typing import Required, TypedDict
 
 import numpy as np
+
+
+class Generate(TypedDict, total=False):
+    """The settings of one transformers peer (``greedy_run``'s keywords)."""
+
+    attn: Required[str]
+    traced: bool
+    attentions: bool
 
 
 def missing(*, qkv_attention: bool = False) -> str | None:
@@ -44,14 +53,14 @@ def llama_from(model):
         num_key_value_heads=G,
         head_dim=d,
         rms_norm_eps=model.eps,
-        rope_theta=float(model.rope_base),
+        rope_parameters={"rope_type": "default", "rope_theta": float(model.rope_base)},
         max_position_embeddings=model.max_tokens,
         tie_word_embeddings=True,
         bos_token_id=None,
         eos_token_id=model.eos_id,
         pad_token_id=model.pad_id,
     )
-    llama = LlamaForCausalLM(config).to(torch.float32).eval()
+    llama = LlamaForCausalLM(config).float().eval()
 
     def t(a):  # qkv stores (in, out); torch's Linear holds (out, in)
         return torch.from_numpy(np.array(a, dtype=np.float32))  # a writable copy
@@ -106,6 +115,7 @@ def greedy_run(
     clock = Clock()
     x = torch.tensor([list(ids)], dtype=torch.long)  # (1, L)
     extra = {"output_attentions": True, "return_dict_in_generate": True} if attentions else {}
+    recording: contextlib.AbstractContextManager
     if traced:
         import qkv.hf
 

@@ -197,7 +197,7 @@ def time_peers(
         outputs[name] = fn()
         warm[name] = time.perf_counter() - t0
         on_step()
-    times = {name: [] for name in runners}
+    times: dict[str, list[float]] = {name: [] for name in runners}
     while times:
         for name, fn in runners.items():
             time.sleep(settle)
@@ -301,7 +301,7 @@ def _child(payload: str) -> None:
     results = []
     for cfg, peers in jobs:
         q, k, v = inputs(cfg)
-        result = {}
+        result: dict[str, int | str] = {}  # peer: peak bytes, or error: why not measured
         for peer in peers:
             run = make_runner(peer, cfg, q, k, v)
             try:

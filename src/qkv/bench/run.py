@@ -14,6 +14,7 @@ float64 reference (on up to 64 query rows per head). The header names the proces
 from __future__ import annotations
 
 import platform
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -22,15 +23,21 @@ from qkv.bench.peers import have_torch
 from qkv.bench.pinned import pinned
 from qkv.kernels import processor
 
-QUICK = {
-    "T": [256],
-    "heads": 2,
-    "d": 32,
-    "min_time": 0.02,
-    "gemm_n": 1024,
-    "settle": 0.02,
-    "copy_bytes": 1 << 24,
-}
+
+@dataclass(frozen=True)
+class Quick:
+    """The sizes of ``qkv bench --quick``: a smoke test of every peer in a few seconds."""
+
+    T: tuple[int, ...] = (256,)
+    heads: int = 2
+    d: int = 32
+    min_time: float = 0.02
+    gemm_n: int = 1024
+    settle: float = 0.02
+    copy_bytes: int = 1 << 24
+
+
+QUICK = Quick()
 
 
 def run(

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from qkv.kernels import blocked, fused, processor, tuning
 
 
@@ -11,7 +13,7 @@ def report(*, retune: bool = False) -> dict:
     ``retune``: forget the cache first)."""
     if retune:
         tuning.reset()
-    kernels = [("blocked", blocked.blocked_attention)]
+    kernels: list[tuple[str, Callable]] = [("blocked", blocked.blocked_attention)]
     if fused.available():
         kernels.insert(0, ("fused", fused.fused_attention))
     chosen = []

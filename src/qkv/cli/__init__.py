@@ -72,9 +72,9 @@ class LazyGroup(click.Group):
         try:
             return super().invoke(ctx)
         except ModuleNotFoundError as e:
-            if _root(e.name) not in EXTRAS:  # not an optional package: a bug, keep its traceback
-                raise
             name = ctx.invoked_subcommand
+            if _root(e.name) not in EXTRAS or name is None:  # a bug, keep its traceback
+                raise
             command = self.get_command(ctx, name)
             if isinstance(command, click.Group) and then and then[0] in command.commands:
                 name = f"{name} {then[0]}"

@@ -7,7 +7,14 @@ import json
 
 import click
 
-from qkv.cli.common import FilePath, echo_sections, format_option, require
+from qkv.cli.common import (
+    FilePath,
+    echo_sections,
+    format_option,
+    model_options,
+    require,
+    transformers_run,
+)
 from qkv.cli.errors import CliError
 
 HELP = """Which parts of a real model wrote the next token after TEXT.
@@ -33,15 +40,7 @@ Examples:
 
 
 @click.command(help=HELP)
-@click.option(
-    "--model",
-    "model_spec",
-    default="smollm2-135m",
-    show_default=True,
-    metavar="NAME|DIR|ID",
-    help="a bundled causal model (smollm2-135m), a local transformers directory, or a hub id "
-    "(owner/name: the local cache, else downloaded)",
-)
+@model_options("model_spec", default="smollm2-135m", bundled="causal: smollm2-135m")
 @click.option("--text", required=True, help="the prompt whose next token is explained")
 @click.option("--target", required=True, help="the token explained: one token (␣ = a space)")
 @click.option("--baseline", help="explain logit(TARGET) − logit(BASELINE): one token")
@@ -57,24 +56,22 @@ Examples:
     help="how many top heads to list and split by key",
 )
 @click.option("--png", type=FilePath(writable=True), help="also draw the result into this PNG")
-@click.option("--json", "as_json", is_flag=True, help="print the result as one JSON object")
 @click.option(
-    "--allow-pickle",
-    is_flag=True,
-    help="load pickle .bin weights from a directory without .safetensors",
+    "--html",
+    type=FilePath(writable=True),
+    help='also write the "why this token" panel as one self-contained HTML file',
 )
+@click.option("--json", "as_json", is_flag=True, help="print the result as one JSON object")
 @format_option(json_ok=False)
-def attribute(model_spec, text, target, baseline, corrupted, top, png, as_json, allow_pickle, fmt):
+def attribute(
+    model_spec, text, target, baseline, corrupted, top, png, html, as_json, allow_pickle, fmt
+):
     if png:
         require("matplotlib")
-    try:
+    with transformers_run(model_spec, text):
         from qkv import hf
-        from qkv.hf import loading, local
-    except ImportError as e:
-        raise CliError(str(e)) from None
-    if not text.strip():
-        raise CliError("--text must contain at least one non-space character")
-    try:
+        from qkv.hf import loading
+
         model, tokenizer, name = loading.load(model_spec, allow_pickle=allow_pickle)
         a = hf.attribute(model, text, target, baseline=baseline, tokenizer=tokenizer, by_key=top)
         report = a.to_dict()
@@ -84,20 +81,24 @@ def attribute(model_spec, text, target, baseline, corrupted, top, png, as_json, 
         if corrupted is not None:
             b = None if a.baseline is None else a.baseline.id
             report["patching"] = hf.patching(model, text, corrupted, baseline=b, **ids).to_dict()
-    except ValueError as e:
-        raise CliError(str(e)) from None
-    except local.RUN_ERRORS as e:  # the checkpoint's own code failed on this text
-        raise CliError(local.could_not_run(model_spec, e)) from None
     report = {"model": name, "text": text, "corrupted": corrupted, **report}
     if png:
         from qkv.hf.attribution_plot import describe, save
 
         save(report, png, title=f"{name}: {describe(report)} after {text!r}")
+    if html:
+        from qkv.notebook.export import to_html
+
+        try:
+            to_html(a, html, patching=report["patching"], title=f"qkv · {name}: why?")
+        except OSError as e:
+            raise CliError(f"cannot write {html}: {e.strerror}") from None
     if as_json:
         click.echo(json.dumps(report))
     else:
         from qkv.cli.attribution_text import sections
 
         echo_sections(sections(report, top), fmt)
-    if png:
-        click.echo(f"wrote {png}", err=as_json)
+    for path in (png, html):
+        if path:
+            click.echo(f"wrote {path}", err=as_json)

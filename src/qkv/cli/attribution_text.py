@@ -42,8 +42,8 @@ def sections(report: dict, top: int) -> list[Section]:
     out.append(section(f"top {top} heads by |share|", Table(columns, tuple(rows))))
     mlp = np.array(report["mlp"])
     order = np.argsort(-np.abs(mlp), kind="stable")[:top]
-    rows = tuple((str(int(i)), f"{mlp[i]:+.4f}") for i in order)
-    out.append(section(f"top {len(rows)} MLPs by |share|", Table(("layer", "share"), rows)))
+    mlp_rows = tuple((str(int(i)), f"{mlp[i]:+.4f}") for i in order)
+    out.append(section(f"top {len(mlp_rows)} MLPs by |share|", Table(("layer", "share"), mlp_rows)))
     if patching:
         out.append(_patching(patching, top, names))
     out.append(_lens(report))
@@ -67,8 +67,8 @@ def _patching(patching: dict, top: int, names: list[str]) -> Section:
     if patching.get("residual") is not None:
         res = np.array(patching["residual"])
         where = [(i, j, res[i, j]) for i, j, _ in top_heads(res, top)]
-        rows = tuple((str(i), names[j], f"{v:+.3f}") for i, j, v in where)
-        blocks.append(Table(("layer", "position", "residual patched"), rows))
+        residual = tuple((str(i), names[j], f"{v:+.3f}") for i, j, v in where)
+        blocks.append(Table(("layer", "position", "residual patched"), residual))
     return section("activation patching, clean → corrupted", *blocks)
 
 

@@ -10,6 +10,7 @@ import click
 from qkv.bench import pinned
 from qkv.bench.peers import PEERS, Config, unavailable
 from qkv.bench.run import QUICK, header, machine, render, run
+from qkv.cli.common import Number
 from qkv.cli.errors import CliError
 
 
@@ -69,14 +70,14 @@ def _sizes(_ctx, _param, value: str) -> list[int]:
     "--min-time",
     default=1.0,
     show_default=True,
-    type=click.FloatRange(0),
+    type=Number(at_least=0),
     help="Seconds of repeats per peer per configuration (at least 3 repeats).",
 )
 @click.option(
     "--max-memory",
     default=6.0,
     show_default=True,
-    type=click.FloatRange(0),
+    type=Number(at_least=0),
     help="GiB: peers whose score matrices would need more are skipped.",
 )
 @click.option(
@@ -177,9 +178,8 @@ def bench(
         raise CliError("--hf: expected it with --model (e.g. --model smollm2-135m --hf)")
     gemm_n, settle, copy_bytes = gemm_size, 0.25, 1 << 28
     if quick:
-        T, heads, d, min_time, gemm_n, settle, copy_bytes = (
-            QUICK[k] for k in ("T", "heads", "d", "min_time", "gemm_n", "settle", "copy_bytes")
-        )
+        T, heads, d, min_time = list(QUICK.T), QUICK.heads, QUICK.d, QUICK.min_time
+        gemm_n, settle, copy_bytes = QUICK.gemm_n, QUICK.settle, QUICK.copy_bytes
         causal = decode = True
     kinds = [(False, False)] * (not skip_full) + [(True, False)] * causal + [(False, True)] * decode
     if not kinds:
@@ -223,14 +223,12 @@ def _model(name: str, quick: bool, hf: bool, as_json: bool) -> None:
     except ModelNotInstalled as e:
         raise CliError(str(e)) from None
     report = {"machine": machine(), **report}
-    _show(
-        report,
-        lambda r, console: (
-            console.print("[bold]qkv bench --model[/] · " + "\n".join(header(r["machine"]))),
-            generation.render_model(r, console),
-        ),
-        as_json,
-    )
+
+    def render_all(r: dict, console) -> None:
+        console.print("[bold]qkv bench --model[/] · " + "\n".join(header(r["machine"])))
+        generation.render_model(r, console)
+
+    _show(report, render_all, as_json)
 
 
 def _trace(tokens: str, as_json: bool) -> None:

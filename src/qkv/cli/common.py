@@ -1,14 +1,17 @@
-"""What the sub-commands share: the --format option, printing sections, checked numbers, seeds
-and paths, and loading a real model with a spinner."""
+"""What the sub-commands share: the --format, --model and --temperature options, printing
+sections, numbers checked by ``qkv.checks``, seeds and paths, and loading a real model with a
+spinner."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
-import math
 import sys
+from collections.abc import Callable
 
 import click
 
+from qkv import checks
 from qkv.cli.errors import CliError
 
 FORMATS = ("rich", "plain", "markdown", "json")
@@ -131,11 +134,70 @@ def echo_sections(sections, fmt: str) -> None:
         )
 
 
-def positive_float(name: str, value: float) -> float:
-    """value if it is finite and > 0, else a one-line CliError naming the option."""
-    if not (math.isfinite(value) and value > 0):
-        raise CliError(f"{name} must be a finite number > 0, got {value}")
-    return value
+def checked(check: Callable[..., float], value, name: str) -> float:
+    """``check(value, name)``, a rule of ``qkv.checks``, on what the user typed (text is read as
+    a number first); its message as a one-line CliError otherwise."""
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            value = float(value)
+    try:
+        return check(value, name)
+    except (TypeError, ValueError) as e:
+        raise CliError(str(e)) from None
+
+
+class Number(click.ParamType):
+    """An option's number, checked by ``check`` (``checks.number`` by default, with ``rule``:
+    ``above=``, ``at_least=``); a bad one is one line naming the option (or ``name``)."""
+
+    name = "number"
+
+    def __init__(self, check: Callable[..., float] = checks.number, *, name=None, **rule):
+        self.check = functools.partial(check, **rule) if rule else check
+        self.label = name
+
+    def convert(self, value, param, ctx):
+        name = self.label or (param.opts[0] if param is not None and param.opts else "value")
+        return checked(self.check, value, name)
+
+
+TAU = Number(checks.temperature_value)  # τ: finite and > 0
+
+
+def temperature_option(help_text: str):
+    """--temperature/-t T (default 1): τ, which divides the scaled scores."""
+    return click.option(
+        "--temperature", "-t", type=TAU, default=1.0, show_default=True, metavar="T",
+        help=help_text,
+    )  # fmt: skip
+
+
+def allow_pickle_option(f):
+    """--allow-pickle: the command gets ``allow_pickle``."""
+    return click.option(
+        "--allow-pickle",
+        is_flag=True,
+        help="let --model DIR load pickle .bin weights (they can run code) when it has no "
+        ".safetensors",
+    )(f)
+
+
+def model_options(dest: str, *, default: str, bundled: str):
+    """--model NAME|DIR|ID (the command gets ``dest``): a bundled model (``bundled`` names
+    them), a local transformers directory or a hub id; and --allow-pickle."""
+
+    def decorate(f):
+        return click.option(
+            "--model",
+            dest,
+            default=default,
+            show_default=True,
+            metavar="NAME|DIR|ID",
+            help=f"a bundled model ({bundled}), a local transformers model directory, or a hub "
+            "id (owner/name: the local cache, else downloaded)",
+        )(allow_pickle_option(f))
+
+    return decorate
 
 
 def require(*packages: str) -> None:
@@ -182,3 +244,32 @@ def local_model_or_error(path: str, *, allow_pickle: bool = False):
             return local.open_dir(path, allow_pickle=allow_pickle)
     except ValueError as e:
         raise CliError(str(e)) from None
+
+
+def any_model_or_error(name: str, *, allow_pickle: bool = False):
+    """A bundled model by name (``model_or_error``), else a local transformers directory or
+    hub id (``local_model_or_error``)."""
+    from qkv import models
+
+    if name in models.NAMES:
+        return model_or_error(name)
+    return local_model_or_error(name, allow_pickle=allow_pickle)
+
+
+@contextlib.contextmanager
+def transformers_run(spec: str, text: str):
+    """Around loading model ``spec`` with ``qkv.hf.loading`` and running it on ``text``: the
+    hf extra and a non-blank text checked first; then a ValueError, or the checkpoint's own
+    code failing on the text, as a one-line CliError."""
+    try:
+        from qkv.hf import local
+    except ImportError as e:  # qkv.hf names the extra: pip install 'qkv[hf]'
+        raise CliError(str(e)) from None
+    if not text.strip():
+        raise CliError("--text must contain at least one non-space character")
+    try:
+        yield
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    except local.RUN_ERRORS as e:  # the checkpoint's own code failed on this text
+        raise CliError(local.could_not_run(spec, e)) from None

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import json
-import math
 
 import click
 
 from qkv.cli.common import (
     FilePath,
+    Number,
+    allow_pickle_option,
+    any_model_or_error,
     echo_sections,
     format_option,
-    local_model_or_error,
-    model_or_error,
-    positive_float,
+    temperature_option,
     text_options,
 )
 from qkv.cli.errors import CliError
@@ -58,15 +58,7 @@ def _labelled(tokens, select: str | None) -> int | None:
     "(token@position), or by position (default: the scene's own choice).  "
     "Example: --select cat  or  --select the@4  or  --select 1",
 )
-@click.option(
-    "--temperature",
-    "-t",
-    type=float,
-    default=1.0,
-    show_default=True,
-    metavar="T",
-    help="τ > 0 divides the scaled scores; < 1 sharpens, > 1 flattens.  Example: -t 0.5",
-)
+@temperature_option("τ > 0 divides the scaled scores; < 1 sharpens, > 1 flattens.  Example: -t 0.5")
 @click.option(
     "--no-scale",
     is_flag=True,
@@ -77,21 +69,21 @@ def _labelled(tokens, select: str | None) -> int | None:
 )
 @click.option(
     "--softcap",
-    type=float,
+    type=Number(above=0),
     metavar="CAP",
     help="Soft-cap the scores to CAP·tanh(s/CAP), as Gemma 2 does (step 'capped').  "
     "Example: --softcap 1",
 )
 @click.option(
     "--sink",
-    type=float,
+    type=Number(),
     metavar="LOGIT",
     help="Add a sink logit to each row's softmax, as GPT-OSS does: it takes weight and "
     "gives no value (step 'sink').  Example: --sink 0",
 )
 @click.option(
     "--alibi",
-    type=float,
+    type=Number(at_least=0),
     metavar="SLOPE",
     help="Add ALiBi's bias −SLOPE·distance between query and key positions, as BLOOM "
     "and MPT do (step 'biased').  Example: --alibi 0.5",
@@ -121,12 +113,7 @@ def _labelled(tokens, select: str | None) -> int | None:
     "Example: --model smollm2-135m --text 'The cat sat on the mat' --layer 3 "
     "--head 2",
 )
-@click.option(
-    "--allow-pickle",
-    is_flag=True,
-    help="Let --model DIR load pickle .bin weights (they can run code) when it has "
-    "no .safetensors.",
-)
+@allow_pickle_option
 @click.option(
     "--checkpoint",
     type=FilePath(),
@@ -183,8 +170,8 @@ def explain(
       qkv explain --model minilm-l6 --text "The bank raised rates" --select bank --png w.png
       qkv explain --model smollm2-135m --text-file essay.txt --layer 5 --select 100
     """
-    positive_float("--temperature", temperature)
-    extra = _extra_steps(softcap, sink, alibi)
+    given = {"softcap": softcap, "sink": sink, "alibi": alibi}
+    extra = {name: value for name, value in given.items() if value is not None}
     if extra and (model_name is not None or checkpoint or text):
         raise CliError(
             "--softcap, --sink and --alibi apply to presets; a real model or a "
@@ -249,18 +236,6 @@ def explain(
     echo_sections([intro, *walkthrough(trace, i, head=head, projections=projections)], fmt)
 
 
-def _extra_steps(softcap, sink, alibi) -> dict:
-    """The optional steps asked for, checked: softcap > 0, a finite sink logit, alibi ≥ 0."""
-    if softcap is not None:
-        positive_float("--softcap", softcap)
-    if sink is not None and not math.isfinite(sink):
-        raise CliError(f"--sink must be a finite number, got {sink}")
-    if alibi is not None and not (math.isfinite(alibi) and alibi >= 0):
-        raise CliError(f"--alibi must be a finite number ≥ 0, got {alibi}")
-    given = {"softcap": softcap, "sink": sink, "alibi": alibi}
-    return {name: value for name, value in given.items() if value is not None}
-
-
 def _write_png(trace, path, i, head, name):
     try:
         from qkv.explain.heatmap import weights_png
@@ -317,9 +292,7 @@ def _explain_model(name, text, layer, select, head, fmt, png, allow_pickle=False
             "sat on the mat'"
         )
     bundled = name in models.NAMES
-    model = (
-        model_or_error(name) if bundled else local_model_or_error(name, allow_pickle=allow_pickle)
-    )
+    model = any_model_or_error(name, allow_pickle=allow_pickle)
     if not 0 <= layer < model.n_layers:
         raise CliError(f"--layer must be in [0, {model.n_layers}) for {model.name}, got {layer}")
     try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from qkv import models
-from qkv.cli.common import FilePath, model_or_error, positive_float, text_options
+from qkv.cli.common import TAU, FilePath, model_or_error, text_options
 from qkv.cli.errors import CliError
 from qkv.explain import scenes
 
@@ -38,7 +38,7 @@ EXPORT_TOKENS = 64
 @click.option(
     "--temperature",
     "temperatures",
-    type=float,
+    type=TAU,
     multiple=True,
     help="a τ to precompute (repeat for several; default: 1). Only these are offered.",
 )
@@ -66,8 +66,6 @@ def export(preset, model_name, text, select, temperatures, layers, output):
     """
     from qkv.notebook.export import to_html
 
-    for t in temperatures:
-        positive_float("--temperature", t)
     if model_name is not None:
         if preset is not None:
             raise CliError("--preset and --model exclude each other: export a scene or a model run")

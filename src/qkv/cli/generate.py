@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 import time
 
 import click
 
-from qkv.cli.common import SEED, model_or_error, read_text
+from qkv import checks
+from qkv.cli.common import SEED, Number, model_or_error, read_text
 from qkv.cli.errors import CliError
 
 
@@ -36,7 +36,7 @@ from qkv.cli.errors import CliError
     "--temperature",
     default=0.0,
     show_default=True,
-    type=click.FloatRange(min=0),
+    type=Number(checks.sampling_temperature),
     help="0 = greedy; higher samples more freely",
 )
 @click.option(
@@ -80,8 +80,6 @@ def generate(text, model_name, prompt, text_file, max_new_tokens, temperature, t
             f"{text!r} and --prompt {prompt!r}"
         )
     prompt = prompt if text is None else text
-    if not math.isfinite(temperature):  # click's FloatRange lets nan and inf through
-        raise CliError(f"--temperature must be a finite number ≥ 0 (0 = greedy), got {temperature}")
     m = model_or_error(model_name)
     try:
         stream = m.generate(

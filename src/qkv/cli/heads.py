@@ -8,7 +8,7 @@ import click
 import numpy as np
 
 from qkv import models
-from qkv.cli.common import FilePath, json_option, local_model_or_error, model_or_error, text_options
+from qkv.cli.common import FilePath, any_model_or_error, json_option, model_options, text_options
 from qkv.cli.errors import CliError
 from qkv.cli.taxonomy import HELP as TAXONOMY_HELP
 from qkv.cli.taxonomy import show as show_taxonomy
@@ -41,21 +41,7 @@ Examples:
 
 
 @click.command(help=HELP)
-@click.option(
-    "--model",
-    "model_name",
-    default="minilm-l6",
-    show_default=True,
-    metavar="NAME|DIR|ID",
-    help=f"a bundled model ({', '.join(models.names())}), a "
-    "local transformers model directory, or a hub id "
-    "(owner/name: the local cache, else downloaded)",
-)
-@click.option(
-    "--allow-pickle",
-    is_flag=True,
-    help="let --model DIR load pickle .bin weights (they can run code) when it has no .safetensors",
-)
+@model_options("model_name", default="minilm-l6", bundled=", ".join(models.names()))
 @text_options("the text to run through the model (up to its context)")
 @click.option(
     "--png",
@@ -70,11 +56,7 @@ def heads(model_name, allow_pickle, text, png, taxonomy, as_json):
 
     if not (text or taxonomy):
         raise CliError("--text or --text-file is required (or --taxonomy, which needs no text)")
-    m = (
-        model_or_error(model_name)
-        if model_name in models.NAMES
-        else local_model_or_error(model_name, allow_pickle=allow_pickle)
-    )
+    m = any_model_or_error(model_name, allow_pickle=allow_pickle)
     if taxonomy:
         return show_taxonomy(m, as_json=as_json)
     try:

@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import json
-import math
 
 import click
 
-from qkv.cli.common import echo_sections, format_option, text_options
+from qkv import checks
+from qkv.cli.common import (
+    checked,
+    echo_sections,
+    format_option,
+    model_options,
+    text_options,
+    transformers_run,
+)
 from qkv.cli.errors import CliError
 
 
@@ -43,13 +50,7 @@ def spec_from_options(ablate, mean, tau, pin, knockout) -> dict:
         add(_head(where, "--pin"), "pin", "uniform", "--pin")
     for text in tau:
         where, value = _assignment(text, "--tau")
-        try:
-            tau_value = float(value)
-        except ValueError:
-            tau_value = math.nan
-        if not (math.isfinite(tau_value) and tau_value > 0):
-            raise CliError(f"--tau takes LAYER.HEAD=τ with a finite number τ > 0, got {text!r}")
-        add(where, "tau", tau_value, "--tau")
+        add(where, "tau", checked(checks.temperature_value, value, f"--tau {where}: τ"), "--tau")
     for text in knockout:
         where, value = _assignment(text, "--knockout")
         if not value.lstrip("-").isdigit():
@@ -63,14 +64,7 @@ def spec_from_options(ablate, mean, tau, pin, knockout) -> dict:
 
 
 @click.command()
-@click.option(
-    "--model",
-    "model_spec",
-    default="smollm2-135m",
-    show_default=True,
-    help="a bundled causal model (smollm2-135m), a local transformers directory, or a "
-    "hub id (owner/name: the local cache, else downloaded)",
-)
+@model_options("model_spec", default="smollm2-135m", bundled="causal: smollm2-135m")
 @text_options("the prompt whose next token is predicted (or --text-file)")
 @click.option("--ablate", multiple=True, metavar="L.H", help="set head H of layer L's z to 0")
 @click.option(
@@ -100,11 +94,6 @@ def spec_from_options(ablate, mean, tau, pin, knockout) -> dict:
     type=click.IntRange(1, 50),
     help="how many likeliest next tokens to list",
 )
-@click.option(
-    "--allow-pickle",
-    is_flag=True,
-    help="load pickle .bin weights from a directory without .safetensors",
-)
 @format_option()
 def patch(model_spec, text, ablate, mean, pin, tau, knockout, top_k, allow_pickle, fmt):
     """Edit attention heads and compare the next-token distribution before and after.
@@ -121,20 +110,12 @@ def patch(model_spec, text, ablate, mean, pin, tau, knockout, top_k, allow_pickl
     if text is None:
         raise CliError("give the prompt with --text or --text-file")
     spec = spec_from_options(ablate, mean, tau, pin, knockout)
-    try:
-        from qkv.hf import compare, loading, local
-    except ImportError as e:
-        raise CliError(str(e)) from None
-    if not text.strip():
-        raise CliError("--text must contain at least one non-space character")
-    try:
+    with transformers_run(model_spec, text):
+        from qkv.hf import compare, loading
+
         model, tokenizer, name = loading.load(model_spec, allow_pickle=allow_pickle)
         inputs = tokenizer(text, return_tensors="pt")
         report = compare(model, dict(inputs), spec, tokenizer=tokenizer, top_k=top_k)
-    except ValueError as e:
-        raise CliError(str(e)) from None
-    except local.RUN_ERRORS as e:  # the checkpoint's own code failed on this text
-        raise CliError(local.could_not_run(model_spec, e)) from None
     if fmt == "json":
         click.echo(
             json.dumps(

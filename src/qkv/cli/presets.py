@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
@@ -21,7 +22,7 @@ def presets(fmt):
       qkv presets --format json
       qkv explain --preset bank      (then walk through one)
     """
-    rows = []
+    rows: list[dict[str, Any]] = []  # one JSON object per scene
     for name in scenes.names():
         s = scenes.load(name)
         rows.append(

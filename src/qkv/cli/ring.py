@@ -6,7 +6,7 @@ import json
 
 import click
 
-from qkv.cli.common import echo_sections, format_option, positive_float
+from qkv.cli.common import Number, echo_sections, format_option
 from qkv.cli.errors import CliError
 
 
@@ -40,6 +40,7 @@ from qkv.cli.errors import CliError
     "--timeout",
     default=120.0,
     show_default=True,
+    type=Number(above=0),
     help="seconds a rank waits for its neighbours before giving up.",
 )
 @format_option()
@@ -57,7 +58,6 @@ def ring(world_size, T, heads, d, causal, dtype, grad, timeout, fmt):
       qkv ring --world-size 2 --T 4096
       qkv ring -n 4 --T 1001 --causal --dtype float64 --grad
     """
-    timeout = positive_float("--timeout", timeout)
     from qkv.distributed import check, launch
 
     setup = check.Setup(T=T, heads=heads, d=d, causal=causal, dtype=dtype, grad=grad)

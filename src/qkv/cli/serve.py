@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from qkv.cli.common import local_model_or_error
+from qkv.cli.common import allow_pickle_option, local_model_or_error
 from qkv.cli.errors import CliError
 from qkv.web.server import DEFAULT_HOST, DEFAULT_PORT
 
@@ -33,11 +33,7 @@ from qkv.web.server import DEFAULT_HOST, DEFAULT_PORT
     "from the cache or downloaded) in the page's model mode, named after the "
     "directory or id (repeatable); loaded now, computed by qkv",
 )
-@click.option(
-    "--allow-pickle",
-    is_flag=True,
-    help="let --model DIR load pickle .bin weights (they can run code) when it has no .safetensors",
-)
+@allow_pickle_option
 def serve(
     host: str, port: int, open_browser: bool, model_dirs: tuple[str, ...], allow_pickle: bool
 ) -> None:

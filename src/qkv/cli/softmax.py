@@ -7,7 +7,7 @@ import math
 
 import click
 
-from qkv.cli.common import echo_sections, format_option, positive_float
+from qkv.cli.common import Number, echo_sections, format_option, temperature_option
 from qkv.cli.errors import CliError
 
 
@@ -15,16 +15,8 @@ from qkv.cli.errors import CliError
     short_help="The softmax refresher: e^(x/τ), their sum, the probabilities.",
     context_settings={"ignore_unknown_options": True},
 )
-@click.argument("scores", nargs=-1, type=float, required=True)
-@click.option(
-    "--temperature",
-    "-t",
-    type=float,
-    default=1.0,
-    show_default=True,
-    metavar="T",
-    help="τ > 0 divides every score first.  Example: -t 2",
-)
+@click.argument("scores", nargs=-1, type=Number(name="each score"), required=True)
+@temperature_option("τ > 0 divides every score first.  Example: -t 2")
 @format_option()
 def softmax(scores, temperature, fmt):
     """Softmax of SCORES, step by step: each e^(x_i/τ), their sum, the probabilities.
@@ -41,10 +33,7 @@ def softmax(scores, temperature, fmt):
     from qkv.explain.format import Table, section
     from qkv.explain.walkthrough import fmt as num
 
-    tau = positive_float("--temperature", temperature)
-    bad = [x for x in scores if not math.isfinite(x)]
-    if bad:
-        raise CliError(f"scores must be finite numbers, got {bad[0]}")
+    tau = temperature
     x = np.asarray(scores, dtype=np.float64)
     with np.errstate(over="ignore"):
         t = steps.temper(x, tau)  # (n,)

@@ -32,9 +32,9 @@ def show(model, *, seed: int = 0, as_json: bool = False) -> None:
         import click
 
         scores = {kind: getattr(s, kind).tolist() for kind in taxonomy.KINDS}
-        top = {kind: [list(t) for t in s.top(kind, 3)] for kind in taxonomy.KINDS}
+        tops = {kind: [list(t) for t in s.top(kind, 3)] for kind in taxonomy.KINDS}
         click.echo(json.dumps({"model": model.name, "sequences": s.sequences, "half": s.half,
-                               "scores": scores, "top": top}))  # fmt: skip
+                               "scores": scores, "top": tops}))  # fmt: skip
         return
     from rich import box
     from rich.console import Console

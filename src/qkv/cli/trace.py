@@ -8,31 +8,12 @@ import time
 import click
 
 from qkv import models
-from qkv.cli.common import (
-    FilePath,
-    json_option,
-    local_model_or_error,
-    model_or_error,
-    text_options,
-)
+from qkv.cli.common import FilePath, any_model_or_error, json_option, model_options, text_options
 from qkv.cli.errors import CliError
 
 
 @click.command()
-@click.option(
-    "--model",
-    "model_name",
-    default="smollm2-135m",
-    show_default=True,
-    metavar="NAME|DIR|ID",
-    help=f"a bundled model ({', '.join(models.names())}), a local transformers model "
-    "directory, or a hub id (owner/name: the local cache, else downloaded)",
-)
-@click.option(
-    "--allow-pickle",
-    is_flag=True,
-    help="let --model DIR load pickle .bin weights (they can run code) when it has no .safetensors",
-)
+@model_options("model_name", default="smollm2-135m", bundled=", ".join(models.names()))
 @text_options("the text to trace (up to the model's context)")
 @click.option(
     "--layer",
@@ -60,11 +41,7 @@ def trace(model_name, allow_pickle, text, layers, output, as_json):
     if text is None:
         raise CliError("give the text with --text or --text-file")
     bundled = model_name in models.NAMES
-    m = (
-        model_or_error(model_name)
-        if bundled
-        else local_model_or_error(model_name, allow_pickle=allow_pickle)
-    )
+    m = any_model_or_error(model_name, allow_pickle=allow_pickle)
     bad = sorted(set(layers) - set(range(m.n_layers)))
     if bad:
         raise CliError(f"--layer must be in [0, {m.n_layers}) for {m.name}, got {bad}")

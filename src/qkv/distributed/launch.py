@@ -19,6 +19,8 @@ from datetime import timedelta
 from multiprocessing.connection import wait
 from typing import NamedTuple
 
+from qkv.checks import positive_int
+
 GRACE_S = 2.0  # after SIGTERM, before SIGKILL
 
 
@@ -38,8 +40,7 @@ def run(fn, world_size: int, *args, timeout_s: float = 60.0) -> list:
     order. A rank that raises makes this raise RuntimeError naming the rank and its error (the
     first to fail: its neighbours then fail on the closed connection); the other ranks are
     stopped at once. Collectives time out after ``timeout_s``."""
-    if world_size < 1:
-        raise ValueError(f"world_size must be ≥ 1, got {world_size}")
+    positive_int("world_size", world_size)
     ctx = multiprocessing.get_context("spawn")
     port = free_port()
     pipes, procs = [], []

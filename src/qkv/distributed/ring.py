@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 
 from qkv import steps
-from qkv.checks import scale_factor, temperature_value
+from qkv.checks import positive_int, scale_factor, temperature_value
 
 
 def ring_attention(
@@ -62,8 +62,7 @@ def ring_attention(
     tau = temperature_value(temperature)
     lengths = _lengths(q.shape[-2], group)
     stats = {} if stats is None else stats
-    if chunk_bytes < 1:
-        raise ValueError(f"chunk_bytes must be ≥ 1, got {chunk_bytes}")
+    positive_int("chunk_bytes", chunk_bytes)
     plan = _Plan(bool(causal), factor, tau, lengths, group, chunk_bytes)
     return _Ring.apply(q, k, v, plan, stats)
 

@@ -53,10 +53,16 @@ IGNORED = frozenset(
 
 
 def boolean_mask(*args, **kwargs):
-    """The mask function for "qkv": transformers' boolean mask (True = may attend), always
-    built, never replaced by a causal flag, so the mask qkv applies is the one it shows."""
-    kwargs.pop("allow_is_causal_skip", None)
-    return sdpa_mask(*args, allow_is_causal_skip=False, **kwargs)
+    """The mask function for "qkv": transformers' boolean mask (True = may attend). While a
+    trace or an intervention watches the run it is always built, never replaced by a causal
+    flag, so the mask qkv applies is the one it shows; otherwise transformers may skip it where
+    sdpa does (no padding: a causal flag, or nothing at all for one new token), which spares
+    every layer of a generation step a mask."""
+    from qkv.hf import session
+
+    if session.current() is not None:
+        kwargs["allow_is_causal_skip"] = False
+    return sdpa_mask(*args, **kwargs)
 
 
 def register() -> None:

@@ -71,7 +71,10 @@ class Anatomy:
 
     def W_U(self) -> torch.Tensor:
         """(vocab, d_model)."""
-        return self.unembed.weight
+        weight = self.unembed.weight
+        if not isinstance(weight, torch.Tensor):
+            raise ValueError(f"{EXPECTED}; {self.name}'s LM head holds no weight matrix")
+        return weight
 
     def b_U(self) -> torch.Tensor | None:
         return getattr(self.unembed, "bias", None)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from qkv import checks, steps
+from qkv import checks, display, steps
 from qkv.hf import session as sessions
 from qkv.hf.anatomy import Anatomy, freeze, read
 from qkv.hf.capture import Captured, capture, closes
@@ -79,6 +79,11 @@ class Attribution:
     def top(self, n: int = 5) -> list[tuple[int, int, float]]:
         """The n heads with the largest |share|, as (layer, head, share)."""
         return top_heads(self.heads, n)
+
+    def to_html(self, path=None, *, patching=None) -> str:
+        """The "why this token" panel as one self-contained HTML file (``qkv.show(self)``
+        drawn offline); ``patching``: a ``patching`` result of the same prompt."""
+        return display.export_html(self, path, patching=patching)
 
     def to_dict(self) -> dict:
         """Plain lists and numbers (what JSON and a drawing need)."""
@@ -174,6 +179,8 @@ def _watching(model, watch: KeyRows):
 
 def _shares(anatomy: Anatomy, got: Captured, t: int, b: int | None):
     """Every part's share of the logit difference, and per layer what a z reads onto it."""
+    # capture() made sure the run passed the embedding and the final norm
+    assert got.embed is not None and got.final_in is not None and got.final_out is not None
     W_U = anatomy.W_U().detach()  # (vocab, d_model): only two rows are read
     du = W_U[t].double() - (W_U[b].double() if b is not None else 0.0)  # (d_model,)
     final = freeze(anatomy.final_norm, got.final_in)

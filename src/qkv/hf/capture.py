@@ -74,7 +74,11 @@ def capture(anatomy: Anatomy, ids: torch.Tensor, pos: int, *, session=None) -> C
     with hooked(hooks), torch.no_grad(), session.active() if session else contextlib.nullcontext():
         anatomy.base(input_ids=ids, attention_mask=torch.ones_like(ids), use_cache=False)
     n = anatomy.n_layers
-    if got.final_in is None or any(len(d) != n for d in (got.z, got.mlp_added, got.resid)):
+    if (
+        got.embed is None
+        or got.final_in is None
+        or any(len(d) != n for d in (got.z, got.mlp_added, got.resid))
+    ):
         raise ValueError(f"{EXPECTED}; {anatomy.name} did not run each of its parts once")
     return got
 
@@ -97,6 +101,7 @@ def hooked(hooks):
 def closes(anatomy: Anatomy, got: Captured) -> None:
     """Check that the parts add up to the final residual, and that each attention module's
     output is its o_proj's; a ValueError naming the model otherwise."""
+    assert got.embed is not None and got.final_in is not None  # capture() made sure
     for i in range(anatomy.n_layers):
         a, o = got.attn[i].double(), got.out[i].double()
         if not torch.allclose(a, o, rtol=1e-4, atol=1e-4 * float(o.abs().max()) + 1e-7):

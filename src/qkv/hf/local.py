@@ -82,13 +82,20 @@ class LocalModel:
         )
 
     def causal_lm(self):
-        """The same checkpoint with its next-token head, computed by qkv (a second load)."""
+        """The same checkpoint with its next-token head, computed by qkv (a second load); a
+        ValueError when ``source`` no longer holds it (gone, broken, or another model)."""
         if self.source is None or not self.predicts_next_token():
             raise ValueError(
                 f"{self.name} has no next-token head to load (architectures: "
                 f"{self.config.architectures})"
             )
-        model, _, _ = loading.load(self.source, causal_lm=True, allow_pickle=self.allow_pickle)
+        changed = f"{self.name}: {self.source} changed since it was loaded"
+        try:
+            model, _, _ = loading.load(self.source, causal_lm=True, allow_pickle=self.allow_pickle)
+        except (ValueError, OSError) as e:
+            raise ValueError(f"{changed}: {e}") from None
+        if not _same_weights(self.model.state_dict(), model.base_model.state_dict()):
+            raise ValueError(f"{changed}: it now holds other weights; open it again")
         return model
 
     def trace(self, text: str) -> HFRun:
@@ -100,6 +107,12 @@ class LocalModel:
             raise ValueError(could_not_run(self.name, e)) from None
         run.model = self.name
         return run
+
+
+def _same_weights(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(
+        a[k].shape == b[k].shape and torch.equal(a[k], b[k]) for k in a
+    )
 
 
 def open_dir(path, *, allow_pickle: bool = False) -> LocalModel:

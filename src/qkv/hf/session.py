@@ -10,6 +10,10 @@ from __future__ import annotations
 import contextlib
 import inspect
 from contextvars import ContextVar
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
 
 _ACTIVE: ContextVar = ContextVar("qkv_hf_session", default=None)
 
@@ -27,7 +31,7 @@ def _calls_attention_interface(cls) -> bool:
     return "ALL_ATTENTION_FUNCTIONS" in source or "attention_interface" in source
 
 
-def attention_layers(model) -> list[tuple[str, object]]:
+def attention_layers(model) -> list[tuple[str, torch.nn.Module]]:
     """(name, module) of every attention module of ``model`` (each one whose forward calls
     transformers' attention interface), in module order: layer i of the run is entry i."""
     seen: dict[type, bool] = {}

@@ -143,8 +143,10 @@ class Recorder:
             out = output[0] if isinstance(output, tuple) else output
             trace = self.calls[-1].get(index) if self.calls else None
             if trace is not None and out is not None and "out" not in trace.steps:
-                kept = trace.stored if isinstance(trace, LazyTrace) else trace.steps
-                kept["out"] = to_numpy(out)
+                if isinstance(trace, LazyTrace):
+                    trace.stored["out"] = to_numpy(out)
+                else:
+                    trace.steps = {**trace.steps, "out": to_numpy(out)}
 
         return before, after
 

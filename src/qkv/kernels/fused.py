@@ -44,6 +44,8 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -128,7 +130,7 @@ def fused_attention(
         return out.reshape(out.shape[nd - max(q.ndim, k.ndim, v.ndim) :])
     # (..., H, L, d_k) -> (U, r·L, d_k): the rows that share a K/V head, times c·log₂e
     qs = np.broadcast_to(layout.split_heads(q4, G, r), (*batch, G, r, L, d_k))
-    qs = np.multiply(qs.reshape(U, r * L, d_k), factor, dtype=work)
+    qs = np.multiply(qs.reshape(U, r * L, d_k), factor, dtype=work, order="C")
     ks = np.broadcast_to(k4, (*batch, G, S, d_k)).reshape(U, S, d_k)  # a view when it can be
     vs = np.broadcast_to(v4, (*batch, G, S, d_v)).reshape(U, S, d_v)
     ms = np.ones((1, 1, 1), dtype=bool)
@@ -271,10 +273,10 @@ def _add_nonfinite(pv, p, vb):
         pv[a, rows] += p[a, rows, j, None] * vb[a, j]  # (n', 1) * (d_v,) -> (n', d_v)
 
 
-_COMPILED = {}
+_COMPILED: dict[str, Callable[..., Any]] = {}
 
 
-def _kernels() -> dict:
+def _kernels() -> dict[str, Callable[..., Any]]:
     """The compiled functions, made on first use (numba is imported only here)."""
     if not _COMPILED:
         from qkv.kernels import fused_jit

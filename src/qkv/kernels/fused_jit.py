@@ -3,9 +3,11 @@
 Scores arrive in log₂ units (q was multiplied by scale/τ·log₂e), so every exponential is 2^x.
 float32 uses a vectorisable 2^x: x = n + f with n = rint(x), f ∈ [−½, ½]; 2^f by a polynomial of
 degree 5 (coefficients fitted to the relative error on [−½, ½], iteratively reweighted towards
-the minimax fit: a relative error below 1.6e-7 over x ∈ [−126, 0], a few float32 roundings),
-2^n written straight into the exponent bits. x is at most 0 here (scores minus their row max);
-below −126 it is clamped (2^−126 ≈ 1e-38 next to a row sum ≥ 1). float64 calls pow(2, x).
+the minimax fit: a relative error below 1.6e-7 over x ∈ [−100, 0], a few float32 roundings),
+2^n written straight into the exponent bits. x is at most 0 here (scores minus their row max),
+or below 87 on the unshifted path; below UNDER = −100 the result is 0 (2^−100 next to a row sum
+≥ 1): p·v then makes no subnormal products, which cost microcode assists on some processors.
+float64 calls pow(2, x).
 
 fastmath allows reassociation and fused multiply-add only (so sums and dot products
 vectorise); NaN and ±inf keep their IEEE meaning, which the contract relies on. The row max
@@ -14,6 +16,9 @@ row whose max is not finite (a NaN, ±inf) takes the general per-key loop instea
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypedDict
 
 import numba
 import numpy as np
@@ -24,20 +29,33 @@ from numba.extending import intrinsic, overload
 # 2^f ≈ 1 + Σ C_i·f^i on [−½, ½] (see above)
 C1, C2, C3 = 0.6931468570246169, 0.2402223799056358, 0.05550891543013975
 C4, C5 = 0.009671698524075751, 0.001321907864085474
+UNDER = -100.0  # 2^x below this is 0
 
 
-OPTS = dict(nogil=True, cache=True, fastmath={"reassoc", "contract"})
+class _Options(TypedDict):
+    nogil: bool
+    cache: bool
+    fastmath: set[str]
+
+
+OPTS: _Options = {"nogil": True, "cache": True, "fastmath": {"reassoc", "contract"}}
 W = 16  # lanes of the row max: independent maxima the compiler turns into vector code
 DECODE_BLOCK = 256  # keys per block in the decode loop: a block's scores stay in L1
 
 
-def build() -> dict:
+def build() -> dict[str, Callable[..., Any]]:
     """{"tile32", "tile64", "decode32", "decode64"}: the compiled functions (numba compiles
     each dtype on its first call, or loads it from its cache)."""
     return {"tile32": tile, "tile64": tile, "decode32": decode, "decode64": decode}
 
 
-@intrinsic
+def _intrinsic(codegen_typing) -> Callable[..., Any]:
+    """numba's ``intrinsic``, typed as jit code calls it: without the typing context (numba's
+    type stub counts ``typingctx`` among the call's arguments)."""
+    return intrinsic(codegen_typing)
+
+
+@_intrinsic
 def _as_float32(typingctx, bits):
     """Reinterpret int32 bits as the float32 they spell (an LLVM bitcast, no conversion)."""
 
@@ -47,7 +65,7 @@ def _as_float32(typingctx, bits):
     return types.float32(types.int32), codegen
 
 
-@intrinsic
+@_intrinsic
 def _maximum(typingctx, a, b):
     """max(a, b), NaN if either is NaN (LLVM's ``maximum``: one vector instruction sequence)."""
 
@@ -60,7 +78,18 @@ def _maximum(typingctx, a, b):
     return a(a, b), codegen
 
 
-@intrinsic
+@_intrinsic
+def _below(typingctx, x, limit, value):
+    """``value`` where x < limit, else x (a NaN x stays): one compare and one blend."""
+
+    def codegen(context, builder, signature, args):
+        x, limit, value = args
+        return builder.select(builder.fcmp_ordered("<", x, limit), value, x)
+
+    return x(x, limit, value), codegen
+
+
+@_intrinsic
 def _rint(typingctx, a):
     """a rounded to the nearest integer (ties to even), as a float (LLVM's ``rint``)."""
 
@@ -93,16 +122,18 @@ def _exp2_impl(x):
     if x == types.float32:
 
         def exp2_32(x):
-            xc = _maximum(x, np.float32(-126.0))  # NaN passes
+            # below UNDER: −127, whose exponent bits are 0, so 2^x comes out 0; NaN passes
+            xc = _below(x, np.float32(UNDER), np.float32(-127.0))
             n = _rint(xc)
             f = xc - n
             p = np.float32(C5) * f + np.float32(C4)
             p = p * f + np.float32(C3)
             p = p * f + np.float32(C2)
             p = p * f + np.float32(C1)
-            return (p * f + np.float32(1.0)) * _as_float32(
+            p = (p * f + np.float32(1.0)) * _as_float32(
                 (np.int32(n) + np.int32(127)) << np.int32(23)
             )  # · 2^n through the exponent bits
+            return p
 
         return exp2_32
     return lambda x: 2.0**x
@@ -169,7 +200,33 @@ def _row_update(row, hi, seen_row, has_mask, m_old, lanes):
     return m_new, alpha, total
 
 
-@numba.njit(**OPTS)
+def _signatures(kind: str) -> list:
+    """The signatures compiled (all of them, on first use): per float type, arrays the function
+    writes C-contiguous, the others of any layout and read-only, so that a view, a broadcast or
+    a strided input never compiles a variant of its own in the middle of a run."""
+    out = []
+    for f in (types.float32, types.float64):
+
+        def written(n, f=f):
+            return types.Array(f, n, "C")
+
+        def read(dtype, n):
+            return types.Array(dtype, n, "A", readonly=True)
+
+        i, b = types.int64, types.boolean
+        if kind == "tile":  # s, m, ell, acc, pos, j0, diagonal, offset, seen, has_mask, bias,
+            # has_bias, fixed -> partial
+            args = (written(3), written(2), written(2), written(3), read(i, 1), i, b, i)
+            out.append(b(*args, read(b, 3), b, read(f, 4), b, b))
+        else:  # q, k, v, seen, has_mask, L, causal, offset, out; K and V contiguous (the
+            # dot products vectorise: 3.5× faster) or not
+            for kv in (types.Array(f, 3, "C", readonly=True), read(f, 3)):
+                args = (types.Array(f, 3, "C", readonly=True), kv, kv, read(b, 3), b, i, b, i)
+                out.append(types.void(*args, types.Array(f, 3, "A")))
+    return out
+
+
+@numba.njit(_signatures("tile"), **OPTS)
 def tile(s, m, ell, acc, pos, j0, diagonal, offset, seen, has_mask, bias, has_bias, fixed):
     """One tile of the blocked recurrence after s = q·kᵀ, in place.
 
@@ -213,7 +270,7 @@ def tile(s, m, ell, acc, pos, j0, diagonal, offset, seen, has_mask, bias, has_bi
     return partial
 
 
-@numba.njit(**OPTS)
+@numba.njit(_signatures("decode"), **OPTS)
 def decode(q, k, v, seen, has_mask, L, causal, offset, out):
     """Attention for a few query rows per K/V head, reading each key and value once.
 

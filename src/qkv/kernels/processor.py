@@ -78,7 +78,7 @@ def _cpuinfo() -> dict:
         text = Path("/proc/cpuinfo").read_text()
     except OSError:
         return {}
-    info = {}
+    info: dict[str, str] = {}
     for line in text.splitlines():
         if not line.strip():
             if info:

@@ -12,6 +12,8 @@ between the scores and the mask that SDPA does not have: ``dispatch`` never send
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from array_api_compat import is_torch_array
 
@@ -42,8 +44,9 @@ def torch_attention(
     otherwise; rows that see no key are set to 0 (torch would give NaN). float16/bfloat16 run
     in float32 and come back in their dtype. bias (broadcastable to (..., H, L, S)) and sinks
     ((H, 1, 1) or (1, 1)) as the module docstring says; softcap must be None. Returns None when
-    a row that sees keys comes out 0 everywhere without sinks: SDPA gives 0 when every score a
-    row sees is −inf, which the reference decides (NaN, or the overflow error).
+    a row that sees keys comes out 0 everywhere without sinks (SDPA gives 0 when every score a
+    row sees is −inf, which the reference decides: NaN, or the overflow error) and when a value
+    is not finite.
     """
     import torch
     import torch.nn.functional as F
@@ -105,9 +108,15 @@ def torch_attention(
     )
     if sees is not None:  # a row that sees no key gives 0, as in the reference
         out = torch.where(sees, out, 0.0)
-    silent = (out == 0).all(dim=-1, keepdim=True)  # SDPA's 0 for rows of −inf scores
-    if sinks is None and bool((silent if sees is None else silent & sees).any()):
-        return None  # (with sinks a row of −inf scores gives the sink all its weight: 0)
+    # One reduction vouches for the answer: a value that is not finite, or a row that sees
+    # keys and came out 0 everywhere (SDPA's 0 for a row of −inf scores; with sinks such a
+    # row gives the sink all its weight, and 0 is right), leaves it to the reference.
+    peak = out.detach().abs().amax(dim=-1)  # (..., L): NaN where the row holds a NaN
+    if sees is not None:
+        peak = torch.where(sees[..., 0], peak, 1.0)  # rows that see nothing are done
+    low, high = (float(a) for a in torch.aminmax(peak))
+    if not math.isfinite(high) or (sinks is None and low == 0.0):
+        return None
     if batch is not None:
         out = out.reshape(*batch, G * r, L, d_v)  # (..., H, L, d_v)
         out = out.reshape(out.shape[max(nd, 4) - nd :])  # drop the padding axes

@@ -204,7 +204,7 @@ def measure(run, candidates, *, budget_s: float, rounds: int = 3, **problem) -> 
 
     timed(DEFAULT)  # warm-up: compiled code loaded, buffers and pages touched
     deadline = time.perf_counter() + budget_s
-    best = {}
+    best: dict[Tiles, float] = {}
     alive = list(candidates)
     for r in range(rounds):
         for t in alive:

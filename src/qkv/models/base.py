@@ -28,6 +28,9 @@ class TextModel:
     tokenizer: Tokenizer
     dtype: np.dtype
 
+    def _forward(self, ids, lengths, keep) -> tuple[np.ndarray, dict]:
+        raise NotImplementedError
+
     def __repr__(self) -> str:
         return (
             f"<{type(self).__name__} {self.name!r}: {self.n_layers} layers × {self.n_heads} "

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
-from qkv import steps
+from qkv import checks, steps
 from qkv.cache import KVCache
 from qkv.kernels.threads import single_threaded_blas
+from qkv.models.base import TextModel
 
 CHAT = "<|im_start|>user\n{prompt}<|im_end|>\n<|im_start|>assistant\n"
 
@@ -30,8 +30,18 @@ class Generated:
     weights: np.ndarray | None = None
 
 
-class Generator:
-    """Mixin for a causal TextModel with ``_forward(..., caches=, start=)`` and ``logits``."""
+class Generator(TextModel):
+    """A causal TextModel: subclasses set ``eos_id`` and implement ``logits`` and
+    ``_forward(..., caches=, start=)`` (the layers' KV caches, the first position)."""
+
+    eos_id: int
+
+    def _forward(self, ids, lengths, keep, caches=None, start: int = 0) -> tuple[np.ndarray, dict]:
+        raise NotImplementedError
+
+    def logits(self, hidden: np.ndarray) -> np.ndarray:
+        """Next-token logits from final hidden states: (..., d_model) -> (..., vocab)."""
+        raise NotImplementedError
 
     def next_logits(self, ids) -> np.ndarray:
         """Logits for the token after ``ids``, by a full pass without a cache: (vocab,)."""
@@ -137,21 +147,7 @@ def _pick(logits, temperature: float, top_k: int | None, rng) -> int:
 
 
 def _check_sampling(max_new_tokens, temperature, top_k) -> None:
-    if (
-        isinstance(max_new_tokens, bool)
-        or not isinstance(max_new_tokens, (int, np.integer))
-        or max_new_tokens < 1
-    ):
-        raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
-    if (
-        isinstance(temperature, bool)
-        or not isinstance(temperature, (int, float))
-        or not (math.isfinite(temperature) and temperature >= 0)
-    ):
-        raise ValueError(
-            f"temperature must be a finite number >= 0 (0 = greedy), got {temperature!r}"
-        )
-    if top_k is not None and (
-        isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 1
-    ):
-        raise ValueError(f"top_k must be a positive integer or None, got {top_k!r}")
+    checks.positive_int("max_new_tokens", max_new_tokens)
+    checks.sampling_temperature(temperature)
+    if top_k is not None:
+        checks.positive_int("top_k", top_k)

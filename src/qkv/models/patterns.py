@@ -74,7 +74,7 @@ def label_of_scores(scores_: dict[str, float]) -> tuple[str, float]:
     s = {k: v for k, v in scores_.items() if not np.isnan(v)}
     if not s:
         return "mixed", float("nan")
-    name = max(s, key=s.get)
+    name = max(s, key=lambda k: s[k])
     return (name if s[name] >= THRESHOLD else "mixed"), s[name]
 
 

@@ -52,8 +52,8 @@ def save_grid(weights: np.ndarray, path, *, title: str, mask: np.ndarray | None 
     FigureCanvasAgg(fig)  # its own canvas: no pyplot, no global figure state
     ax = fig.add_subplot()
     ax.imshow(colours(weights, mask), interpolation="nearest")
-    ax.set_xticks([c * (L + 1) + (L - 1) / 2 for c in range(n_heads)], range(n_heads))
-    ax.set_yticks([r * (L + 1) + (L - 1) / 2 for r in range(n_layers)], range(n_layers))
+    ax.set_xticks([c * (L + 1) + (L - 1) / 2 for c in range(n_heads)], map(str, range(n_heads)))
+    ax.set_yticks([r * (L + 1) + (L - 1) / 2 for r in range(n_layers)], map(str, range(n_layers)))
     ax.set_xlabel("head")
     ax.set_ylabel("layer")
     ax.set_title(title, fontsize=9)

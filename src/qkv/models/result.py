@@ -18,14 +18,15 @@ class ModelTrace:
 
     ``layers`` maps a layer index to that layer's attention ``Trace`` (steps x … out, heads on
     axis 0, ``tokens`` set); ``hidden`` (L, d_model) is the last layer's output (after the final
-    norm for SmolLM2, as the checkpoint's reference implementation returns it).
+    norm for SmolLM2, as the checkpoint's reference implementation returns it), None where the
+    run keeps none (a ``qkv.hf`` run).
     """
 
     model: str
     tokens: list[str]
     ids: list[int]
     layers: dict[int, Trace]
-    hidden: np.ndarray
+    hidden: np.ndarray | None
 
     def layer(self, index: int) -> Trace:
         if index not in self.layers:

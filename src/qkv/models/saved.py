@@ -129,7 +129,7 @@ def load(path) -> tuple:
         for key, e in plan:  # every size is checked: now allocate and read
             a = np.empty(e["shape"], dtype=np.dtype(e["dtype"]))
             f.seek(start + e["offset"])
-            if f.readinto(memoryview(a).cast("B")) != a.nbytes:
+            if f.readinto(a.data.cast("B")) != a.nbytes:
                 raise ValueError(f"{path}: the file ended inside {key}")
             read[key] = a
     layers = {}
@@ -163,7 +163,9 @@ def _plan(header, path, data: int) -> list:
         raise bad(f"ids: expected {len(tokens)} integers, one per token")
     if not isinstance(header.get("model"), str) or not isinstance(layers, list):
         raise bad("model: expected a name; layers: expected a list")
-    plan = [(("hidden",), header["hidden"])] if header.get("hidden") is not None else []
+    plan: list[tuple[tuple, dict]] = []  # (key: ("hidden",) or (layer, name), entry)
+    if header.get("hidden") is not None:
+        plan.append((("hidden",), header["hidden"]))
     for layer in layers:
         if not isinstance(layer, dict) or not _int(layer.get("index")):
             raise bad("layers: each entry needs an integer index")
@@ -219,7 +221,7 @@ def _shapes(header, plan, bad) -> None:
     n = len(header["tokens"])
     for layer in header["layers"]:
         i, s = layer["index"], layer["settings"]
-        q, k, v = (shapes.get((i, name)) for name in "qkv")
+        q, k, v = shapes[(i, "q")], shapes[(i, "k")], shapes.get((i, "v"))  # q, k: _plan checked
         if len(q) != 3 or len(k) != 3 or q[1] != s["L"] or k[1] != s["S"] or q[2] != k[2]:
             raise bad(f"layer {i}: q {q} and k {k} must be (H, L, d) and (G, S, d)")
         if k[0] == 0 or q[0] % k[0] or v is not None and v[:2] != k[:2]:

@@ -27,7 +27,6 @@ from qkv.cache import KVCache
 from qkv.layers import linear, rms_norm, swiglu_mlp
 from qkv.lazy import lazy_attention
 from qkv.models import rope
-from qkv.models.base import TextModel
 from qkv.models.generation import Generator
 from qkv.models.gguf_reader import read
 from qkv.models.packages import data_file
@@ -75,7 +74,7 @@ class Block:
         return self._head_projections(self.n_heads + self.n_kv_heads, self.n_kv_heads)
 
 
-class SmolLM2(Generator, TextModel):
+class SmolLM2(Generator):
     """SmolLM2-135M-Instruct with causal attention, a KV cache and ``generate``."""
 
     name = NAME

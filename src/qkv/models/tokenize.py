@@ -55,7 +55,7 @@ def byte_level_bpe(tokens: list[str], merges: list[str], token_type, *, model: s
     from tokenizers import AddedToken, decoders, models, pre_tokenizers
 
     vocab = {tok: i for i, tok in enumerate(tokens)}
-    pairs = [tuple(m.split(" ", 1)) for m in merges]
+    pairs = [(left, right) for left, _, right in (m.partition(" ") for m in merges)]
     tk = tokenizers.Tokenizer(models.BPE(vocab, pairs, fuse_unk=False))
     tk.pre_tokenizer = pre_tokenizers.Sequence(
         [

@@ -12,12 +12,13 @@ import base64
 import gzip
 import html
 import json
-import math
 from pathlib import Path
 
 import numpy as np
 
 from qkv.notebook import bundle
+from qkv.trace import finite_or_text
+from qkv.views import why
 from qkv.views.viewers import View, token_of, view_of
 
 HERE = Path(__file__).resolve().parent
@@ -38,17 +39,11 @@ def _short(trace_dict: dict) -> dict:
 def _float32_text(data):
     """Nested lists of float32 values -> the same values with float32's shortest digits."""
     x = np.asarray(_numbers(data), dtype=np.float32)
-    return _text(x.astype(str).astype(np.float64).tolist())
+    return finite_or_text(x.astype(str).astype(np.float64).tolist())
 
 
 def _numbers(x):
     return [_numbers(e) for e in x] if isinstance(x, list) else float(x)
-
-
-def _text(x):
-    if isinstance(x, list):
-        return [_text(e) for e in x]
-    return x if math.isfinite(x) else repr(x)  # as Trace.to_dict writes -inf, inf, nan
 
 
 def table(
@@ -73,13 +68,10 @@ def table(
         )
     for t in taus:
         view.check(select=0, temperature=t, head=0, layer=layers[0])
-    start = {
-        "select": view.select if select is None else token_of(view, select),
-        "temperature": taus[0],
-        "head": head,
-        "layer": layers[0] if layer is None else layer,
-    }
-    view.check(**start)
+    first = view.select if select is None else token_of(view, select)
+    first_layer = layers[0] if layer is None else layer
+    view.check(select=first, temperature=taus[0], head=head, layer=first_layer)
+    start = {"select": first, "temperature": taus[0], "head": head, "layer": first_layer}
     traces: list[dict] = []
     seen: dict[int, int] = {}  # id(trace dict) -> index in traces
     sections: dict[str, int] = {}  # a walkthrough section (as JSON) -> its index: most repeat
@@ -143,15 +135,24 @@ def to_html(
     head: int = 0,
     layer: int | None = None,
     title: str | None = None,
+    patching=None,
 ) -> str:
-    """Write ``obj`` (a scene, a Trace or a model's run) as one self-contained HTML file.
+    """Write ``obj`` (a scene, a Trace or a model's run) as one self-contained HTML file; for a
+    ``qkv.hf.attribute`` result, its "why this token" panel (with ``patching``, a
+    ``qkv.hf.patching`` result of the same prompt), every head's split embedded.
 
     temperatures: the τ values to precompute (default: the object's own); select, head,
     layer: what the file opens on. Returns the HTML text; writes it to ``path`` when given.
     """
-    view = view_of(obj)
-    data = table(view, temperatures=temperatures, select=select, head=head, layer=layer)
-    text = document(data, title=title or f"qkv · {view.title}")
+    if why.is_attribution(obj):
+        panel = why.panel(obj, patching)
+        data: dict = {"info": {"kind": "why", "why": panel}}
+        text = document(data, title=title or f"qkv · why {panel['target']['label']}?")
+    else:
+        why.check_not_patching(obj, patching)
+        view = view_of(obj)
+        data = table(view, temperatures=temperatures, select=select, head=head, layer=layer)
+        text = document(data, title=title or f"qkv · {view.title}")
     if path is not None:
         Path(path).write_text(text, encoding="utf-8")
     return text

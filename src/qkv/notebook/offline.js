@@ -48,7 +48,10 @@ async function qkvData() {
 }
 
 qkvData().then((data) => {
-  qkvWidget.render({ model: qkvOfflineModel(data), el: document.getElementById("qkv") });
+  const model = data.info.kind === "why"  // a "why this token" panel: nothing to look up
+    ? { get: (name) => (name === "info" ? data.info : null), on() {}, off() {} }
+    : qkvOfflineModel(data);
+  qkvWidget.render({ model, el: document.getElementById("qkv") });
 }).catch((e) => {
   document.getElementById("qkv").textContent = `cannot read this file's numbers: ${e.message}`;
 });

@@ -7,6 +7,7 @@ import { $ as byId, fmt, h } from "../web/static/dom.js";
 import { decodeGrid, gridTable, markGrid } from "../web/static/grid.js";
 import { buildPanels } from "../web/static/panels.js";
 import { render as paint } from "../web/static/render.js";
+import { whyPanel } from "../web/static/why.js";
 
 const TAU_MIN = 0.05, TAU_MAX = 10, STEPS = 1000;  // the τ slider is logarithmic, as the page's
 const toTau = (s) => Number((TAU_MIN * Math.pow(TAU_MAX / TAU_MIN, s / STEPS)).toPrecision(3));
@@ -21,6 +22,11 @@ export function render({ model, el, css }) {
   const root = el.shadowRoot || el.attachShadow({ mode: "open" });
   const $ = (id) => byId(id, root);
   const info = model.get("info");
+  if (info.kind === "why") {  // qkv.show(attribution): the "why this token" panel alone
+    root.replaceChildren(h("style", {}, css || ""), h("div", { class: "qkv-page" },
+      h("main", {}, whyPanel(info.why))));
+    return () => {};
+  }
   const state = { stage: "weights" };
   const panels = buildPanels(h("main", {}));
   const page = h("div", { class: "qkv-page" },

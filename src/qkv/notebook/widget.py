@@ -12,6 +12,7 @@ import anywidget
 import traitlets
 
 from qkv.notebook import bundle
+from qkv.views import why
 from qkv.views.viewers import View, token_of, view_of
 
 
@@ -79,15 +80,43 @@ class AttentionWidget(anywidget.AnyWidget):
             self.send_state()
 
 
+class WhyWidget(anywidget.AnyWidget):
+    """The "why this token" panel of a ``qkv.hf.attribute`` result (``qkv.views.why.panel``,
+    computed once and sent whole): a click on a head shows its per-key split in the view, with
+    no round trip, so it keeps working in a saved notebook. ``panel`` holds the numbers drawn."""
+
+    _esm = bundle.esm()
+
+    info = traitlets.Dict().tag(sync=True)  # {"kind": "why", "why": the panel}
+
+    def __init__(self, attribution, patching=None):
+        super().__init__(info={"kind": "why", "why": why.panel(attribution, patching)})
+
+    @property
+    def panel(self) -> dict:
+        return self.info["why"]
+
+
 def show(
-    obj, *, select=None, temperature: float | None = None, head: int = 0, layer: int | None = None
-) -> AttentionWidget:
-    """The interactive panels of a scene, a ``Trace`` or a model's run, as a notebook widget.
+    obj,
+    *,
+    select=None,
+    temperature: float | None = None,
+    head: int = 0,
+    layer: int | None = None,
+    patching=None,
+) -> AttentionWidget | WhyWidget:
+    """The interactive panels of a scene, a ``Trace`` or a model's run, as a notebook widget;
+    for a ``qkv.hf.attribute`` result, its "why this token" panel (``patching``: a
+    ``qkv.hf.patching`` result of the same prompt, to colour the heads by).
 
     select: query token (index or text; default: the scene's, or the last token);
     temperature: τ (default: the object's own); head, layer: which head (and layer of a model)
     the panels show. Read or set ``w.select``, ``w.temperature``, ``w.head``, ``w.layer`` later.
     """
+    if why.is_attribution(obj):
+        return WhyWidget(obj, patching)
+    why.check_not_patching(obj, patching)
     view = view_of(obj)
     return AttentionWidget(
         view,

@@ -10,6 +10,7 @@ import zlib
 
 import numpy as np
 
+from qkv import checks
 from qkv.practice import computing, concepts, masking, sizes
 from qkv.practice.exercise import Exercise
 
@@ -66,8 +67,7 @@ def draw(
     (or n of one ``kind``). A seed that repeats an exercise already drawn (same kind and question
     or numbers) is replaced by a fresh one; a kind with no new exercise left gives its turn to
     the next kind; a ValueError when the topic has fewer than n different exercises."""
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"n must be a positive integer, got {n!r}")
+    checks.positive_int("n", n)
     if kind is not None and kind not in KINDS:
         raise ValueError(f"unknown exercise kind {kind!r}; choose one of {list(KINDS)}")
     names = [kind] if kind else kinds(topic)

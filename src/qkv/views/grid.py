@@ -4,10 +4,11 @@ to draw thumbnails (not to compute with)."""
 from __future__ import annotations
 
 import base64
+from typing import Final
 
 import numpy as np
 
-GRID_ENCODING = "uint8/255 base64"
+GRID_ENCODING: Final = "uint8/255 base64"
 
 
 def grid(weights: np.ndarray) -> dict:

@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from qkv.explain.walkthrough import walkthrough
-from qkv.steps import entropy, kv_head
+from qkv.steps import HEAD_STEPS, entropy
 from qkv.trace import Trace
 
 
@@ -86,35 +86,12 @@ def scene_summary(scene) -> dict:
 
 
 def one_head(trace: Trace, head: int) -> Trace:
-    """One head of a layer trace as a trace without a head axis (K/V head chosen by group)."""
-    s = trace.settings
-    kv = kv_head(head, s["n_heads"], s.get("n_kv_heads"))
-    kept = {
-        name: trace[name][kv] if name in ("k", "v") else trace[name][head]
-        for name in (
-            "q",
-            "k",
-            "v",
-            "scores",
-            "scaled",
-            "tempered",
-            "capped",
-            "biased",
-            "masked",
-            "weights",
-            "sink",
-            "z",
-        )
-        if name in trace
-    }
-    mask = s.get("mask")
-    if mask is not None:
-        mask = np.ascontiguousarray(np.broadcast_to(mask, trace["weights"].shape)[head])
-    settings = {k: v for k, v in s.items() if k not in ("mask", "n_heads", "n_kv_heads")}
-    if len(s.get("sinks") or ()) > 1:
-        settings["sinks"] = [s["sinks"][head]]  # the head's own sink logit
+    """Query head ``head`` of a layer trace as the page draws it: ``trace.head(head)`` (its K/V
+    head chosen by group; computed for that head alone on a lazy trace) with only its own steps
+    (``HEAD_STEPS``: no x, rope or head_out), held."""
+    one = trace.head(head)
     return Trace(
-        kept,
-        {**settings, "mask": mask, "n_heads": None, "n_kv_heads": None},
-        tokens=None if trace.tokens is None else list(trace.tokens),
+        {name: one[name] for name in HEAD_STEPS if name in one},
+        dict(one.settings),
+        tokens=None if one.tokens is None else list(one.tokens),
     )

@@ -8,6 +8,7 @@
     GET  /api/models            the real models, POST /api/model/trace one sentence (models.py)
     POST /api/model/patch       one head edited, the next token before/after; GET
                                 /api/model/taxonomy, /api/model/abilities (whatif.py)
+    POST /api/model/attribute   which heads wrote the next token (why.py)
     GET  /api/openapi.json      the schema (interactive docs are off: they would need a CDN)
 
 Every error is a 4xx JSON body {"message": "field: what was expected, what came", "detail": [...]}
@@ -26,7 +27,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from qkv.trace import STEPS
-from qkv.web import errors, models, practice, scenes, schemas, whatif
+from qkv.web import errors, models, practice, scenes, schemas, whatif, why
 from qkv.web.guards import BodyLimit, HeadAsGet, KnownKeys, SecurityHeaders
 
 STATIC = Path(__file__).parent / "static"
@@ -79,7 +80,9 @@ def create_app(*, model_pool=None) -> FastAPI:
     app.include_router(practice.router)
     pool = model_pool or models.ModelPool()
     app.include_router(models.router(pool))
-    app.include_router(whatif.router(pool))
+    extras = whatif.Extras(pool)  # each model's LM head, built once for both routers
+    app.include_router(whatif.router(pool, extras))
+    app.include_router(why.router(extras))
 
     @app.get("/", include_in_schema=False)
     def index():

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import OrderedDict
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from fastapi import APIRouter
@@ -35,7 +35,10 @@ MODEL_PAGE_TOKENS = 32  # the page's limit: a 32 × 32 heatmap per head stays re
 MAX_CHARS = 400  # checked before tokenizing
 KEEP_RUNS = 4  # sentences whose traces (every layer) stay in memory, ≈ 40 MB each at 32 tokens
 
-ModelName = Literal[tuple(models.NAMES)]
+if TYPE_CHECKING:
+    ModelName = str
+else:  # a Literal of the names known here, built at run time
+    ModelName = Literal[tuple(models.NAMES)]
 
 
 class ModelTraceRequest(BaseModel):
@@ -69,7 +72,7 @@ class ModelTraceRequest(BaseModel):
 class ModelInfo(BaseModel):
     name: str
     local: bool = Field(
-        False,
+        default=False,
         description="a transformers directory the server was started "
         "with (computed by qkv through qkv.hf)",
     )
@@ -87,7 +90,7 @@ class Grid(BaseModel):
     weight ≈ byte / 255, row-major, base64. Enough to draw thumbnails, not to compute with."""
 
     shape: list[int]
-    encoding: Literal[grids.GRID_ENCODING] = grids.GRID_ENCODING
+    encoding: Literal["uint8/255 base64"] = grids.GRID_ENCODING
     data: str
 
 
@@ -204,6 +207,8 @@ def failures_named(name: str, local: bool):
 
     try:
         yield
+    except FieldError:  # already names its field
+        raise
     except ValueError as e:
         raise FieldError("model", str(e)) from None
     except RUN_ERRORS as e:
@@ -220,23 +225,28 @@ def grid(weights: np.ndarray) -> Grid:
     return Grid(**grids.grid(weights))
 
 
+def encoded(pool: ModelPool, name: str, text: str, field: str = "text"):
+    """(the loaded model, the token labels of ``text``); a text that is blank or longer than
+    the page reads is a 422 naming ``field``."""
+    if not text.strip():
+        raise FieldError(
+            field, f"{field} must contain at least one non-space character, got {shown(text)}"
+        )
+    m = pool.get(name)
+    try:
+        _, labels = m.encode(text, limit=MODEL_PAGE_TOKENS)
+    except ValueError as e:
+        message = str(e).replace(
+            "a trace keeps every step of every layer, so it reads", "the page reads"
+        )
+        raise FieldError(field, message.replace("text is", f"{field} is", 1)) from None
+    return m, list(labels)
+
+
 def checked(pool: ModelPool, req) -> tuple[object, list[str]]:
     """(the loaded model, the text's token labels) for a request naming a model, a text, a
     layer and a head; each out of range is a 422 naming its field."""
-    if not req.text.strip():
-        raise FieldError(
-            "text", f"text must contain at least one non-space character, got {shown(req.text)}"
-        )
-    m = pool.get(req.model)
-    try:
-        _, labels = m.encode(req.text, limit=MODEL_PAGE_TOKENS)
-    except ValueError as e:
-        raise FieldError(
-            "text",
-            str(e).replace(
-                "a trace keeps every step of every layer, so it reads", "the page reads"
-            ),
-        ) from None
+    m, labels = encoded(pool, req.model, req.text)
     in_range("layer", req.layer, m.n_layers, f"({req.model} has {m.n_layers} layers)")
     in_range("head", req.head, m.n_heads, f"({req.model} has {m.n_heads} heads a layer)")
     return m, list(labels)
@@ -260,15 +270,26 @@ def run(pool: ModelPool, req: ModelTraceRequest) -> dict:
     }
 
 
+def pool_names(pool: ModelPool) -> Any:
+    """The type of a name ``pool`` offers, Literal[...]: built at run time (none to check
+    statically)."""
+    return Literal[tuple(pool.names)]
+
+
+def naming_pool(request: type[BaseModel], pool: ModelPool) -> type[BaseModel]:
+    """``request`` with its ``model`` narrowed to the names ``pool`` offers: a request naming
+    any other model is a 422 before any work."""
+    return create_model(
+        request.__name__,
+        __base__=request,
+        model=(pool_names(pool), Field(description="GET /api/models lists them")),
+    )
+
+
 def router(pool: ModelPool) -> APIRouter:
     """The model endpoints, answered from ``pool``."""
     routes = APIRouter()
-    # the request names one of this pool's models: anything else is a 422 before any work
-    Request = create_model(
-        "ModelTraceRequest",
-        __base__=ModelTraceRequest,
-        model=(Literal[tuple(pool.names)], Field(description="GET /api/models lists them")),
-    )
+    Request = naming_pool(ModelTraceRequest, pool)
 
     @routes.get("/api/models", response_model=list[ModelInfo])
     def list_models():

@@ -29,6 +29,8 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 
 # A number: a JSON int or float (not a string, not a bool), finite, |value| ≤ MAX_ABS.
 Number = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-MAX_ABS, le=MAX_ABS)]
+# τ: a JSON number (not a string, not a bool), finite, in [TAU_MIN, TAU_MAX].
+Tau = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=TAU_MIN, le=TAU_MAX)]
 Row = Annotated[list[Number], Field(min_length=1, max_length=MAX_DIMS)]
 Matrix = Annotated[list[Row], Field(min_length=1, max_length=MAX_DIMS)]
 Matrix_X = Annotated[list[Row], Field(min_length=1, max_length=MAX_SCENE_TOKENS)]
@@ -68,14 +70,7 @@ class TraceRequest(BaseModel):
         lt=MAX_SCENE_TOKENS,
         description="query token index; default: the preset's",
     )
-    temperature: float = Field(
-        1.0,
-        strict=True,
-        allow_inf_nan=False,
-        ge=TAU_MIN,
-        le=TAU_MAX,
-        description="τ divides the scaled scores",
-    )
+    temperature: Tau = Field(1.0, description="τ divides the scaled scores")
     scaled: bool | None = Field(
         None, strict=True, description="divide scores by √d_k; default: the preset's"
     )

@@ -17,19 +17,20 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Any, Literal
+from typing import Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from qkv.explain.head_kinds import KINDS, MEANINGS
 from qkv.web import models
 from qkv.web.errors import FieldError
-from qkv.web.schemas import TAU_MAX, TAU_MIN
+from qkv.web.schemas import Tau
 
 MAX_TOP_K = 20
 ENCODERS = {"minilm-l6"}  # bundled models without a next-token head
+NO_TOKEN = "so there is no next token to explain"  # why an attribution cannot be answered
 
 
 class Edit(BaseModel):
@@ -41,14 +42,7 @@ class Edit(BaseModel):
     pin: Literal["uniform"] | None = Field(
         None, description="the head's weights set to uniform over the keys it may see"
     )
-    tau: float | None = Field(
-        None,
-        strict=True,
-        allow_inf_nan=False,
-        ge=TAU_MIN,
-        le=TAU_MAX,
-        description="the head's temperature τ (the model's is 1)",
-    )
+    tau: Tau | None = Field(None, description="the head's temperature τ (the model's is 1)")
     knockout: int | None = Field(
         None, strict=True, ge=0, description="a key position the head may no longer see"
     )
@@ -109,6 +103,8 @@ class Ability(BaseModel):
     what_if_why: str | None = Field(None, description="why not, when what_if is false")
     taxonomy: bool
     taxonomy_why: str | None = None
+    attribute: bool = Field(False, description="POST /api/model/attribute can answer")
+    attribute_why: str | None = None
 
 
 class Taxonomy(BaseModel):
@@ -138,10 +134,13 @@ class Extras:
         self.run_locks = {name: threading.Lock() for name in pool.names}
 
     def why_no_what_if(self, name: str) -> str | None:
+        return self.why_no_next_token(name, "so there is nothing to compare")
+
+    def why_no_next_token(self, name: str, so: str) -> str | None:
+        """Why ``name`` cannot predict a next token here (``so``: what that rules out), or
+        None when it can."""
         if name in ENCODERS:
-            return (
-                f"{name} is an encoder: it predicts no next token, so there is nothing to compare"
-            )
+            return f"{name} is an encoder: it predicts no next token, {so}"
         if (why := _missing_hf()) is not None:
             return why
         if name in self.pool.local:
@@ -187,13 +186,12 @@ def patch(extras: Extras, req) -> dict:
         )
     from qkv.hf import compare
 
-    lm, tokenizer = extras.language_model(req.model)
+    local = req.model in extras.pool.local
+    with models.failures_named(req.model, local):  # its directory may have changed since
+        lm, tokenizer = extras.language_model(req.model)
     inputs = tokenizer(req.text, return_tensors="pt")
     inputs = {k: inputs[k] for k in ("input_ids", "attention_mask") if k in inputs}
-    with (
-        extras.run_locks[req.model],
-        models.failures_named(req.model, req.model in extras.pool.local),
-    ):
+    with extras.run_locks[req.model], models.failures_named(req.model, local):
         result = compare(
             lm, inputs, {f"{req.layer}.{req.head}": edit}, tokenizer=tokenizer, top_k=req.top_k
         )
@@ -225,16 +223,12 @@ def summary(before: list[dict], after: list[dict], kl: float) -> str:
     return f"{top}; KL(before ‖ after) = {kl:.4f} nats"
 
 
-def router(pool: models.ModelPool) -> APIRouter:
-    """The what-if and taxonomy endpoints over ``pool``'s models."""
-    extras = Extras(pool)
+def router(pool: models.ModelPool, extras: Extras | None = None) -> APIRouter:
+    """The what-if and taxonomy endpoints over ``pool``'s models (``extras``: its language
+    models, shared with other routers; default: built here)."""
+    extras = extras or Extras(pool)
     routes = APIRouter()
-    Name: Any = Literal[tuple(pool.names)]  # a type built at run time from the pool's names
-    Request = create_model(
-        "PatchRequest",
-        __base__=PatchRequest,
-        model=(Name, Field(description="GET /api/models lists them")),
-    )
+    Request = models.naming_pool(PatchRequest, pool)
 
     @routes.get("/api/model/abilities", response_model=list[Ability])
     def abilities():
@@ -247,6 +241,8 @@ def router(pool: models.ModelPool) -> APIRouter:
                 what_if_why=why,
                 taxonomy=missing is None,
                 taxonomy_why=missing,
+                attribute=(cannot := extras.why_no_next_token(n, NO_TOKEN)) is None,
+                attribute_why=cannot,
             )
             for n in pool.names
         ]
@@ -283,7 +279,8 @@ def router(pool: models.ModelPool) -> APIRouter:
             }
         )
 
-    model_taxonomy.__annotations__["model"] = Name  # a type made here, not a name to look up
+    # a type made here, not a name to look up
+    model_taxonomy.__annotations__["model"] = models.pool_names(pool)
     routes.get(
         "/api/model/taxonomy",
         response_model=Taxonomy,

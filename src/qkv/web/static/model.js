@@ -2,6 +2,7 @@
 // started with (POST /api/model/trace), the layers × heads grid of attention thumbnails, and
 // the clicked head in the scenes' own panels (render.js). Every number comes from the server; this file asks, lays out and draws.
 import { api, limits } from "./api.js";
+import * as why from "./attribute.js";
 import { $, disable, h } from "./dom.js";
 import { decodeGrid, gridTable, markGrid } from "./grid.js";
 import { render } from "./render.js";
@@ -94,6 +95,7 @@ function build() {
   document.querySelector("main").prepend(panel);
   overlay.install(panel, () => drawGrid());
   whatif.install(panel);
+  why.install(panel, pick);
 }
 
 async function fillModels() {
@@ -115,6 +117,7 @@ function show(model) {
   $("model-controls").hidden = !model;
   $("panel-grid").hidden = !model;
   $("panel-whatif").hidden = !model;
+  $("panel-why").hidden = !model;
   $("panel-w").hidden = model;
   $("panel-notes").hidden = model;
   const hint = document.querySelector("#panel-x .hint");
@@ -202,6 +205,7 @@ function paint() {
     onStage: setStage, onEdit: () => {}, onError: (m) => status(m, true) });
   drawGrid();
   whatif.update({ model: s.model, text: state.text, layer: s.layer, head: s.head, tokens });
+  why.update({ model: s.model, text: state.text });
   const where = ` · layer ${s.layer}, head ${s.head}` +
     (answer.model.n_kv_heads !== answer.model.n_heads
       ? ` (K/V head ${Math.floor(s.head / (answer.model.n_heads / answer.model.n_kv_heads))})`

@@ -1,4 +1,5 @@
-"""The blocked kernel and the backends against the reference path (float64) and torch."""
+"""The kernels (blocked, torch) and the choice among them, against the reference path (float64)
+and torch."""
 
 import tracemalloc
 
@@ -8,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import qkv
-from qkv.kernels import blocked as fast
+from qkv.kernels import blocked as blocked_module
 from qkv.kernels.blocked import blocked_attention
 
 ALIGNS = (None, "bottom-right", "top-left")
@@ -142,9 +143,9 @@ def test_unshifted_and_shifted_tiles_both_match(dtype, shifted):
     mask = rng.random((90, 130)) < 0.8
     mask[7] = False
     qs = (q[0] / np.sqrt(32))[None]
-    norm = fast._key_norms(k[:1].astype(np.float32))  # (1,): the unit's largest |k_j|
+    norm = blocked_module._key_norms(k[:1].astype(np.float32))  # (1,): the unit's largest |k_j|
     bound = float(np.sqrt((qs.astype(np.float32) ** 2).sum(-1).max()) * norm[0])
-    assert (bound > fast.QUIET[np.dtype(dtype).type]) == shifted
+    assert (bound > blocked_module.QUIET[np.dtype(dtype).type]) == shifted
     truth = reference(*(a.astype(np.float64) for a in (q, k, v)), mask=mask, causal=True)
     got = blocked(q, k, v, mask=mask, causal="bottom-right", block_q=32, block_k=40)
     assert np.isfinite(got).all() and np.all(got[:, 7] == 0)
