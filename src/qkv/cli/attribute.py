@@ -9,9 +9,12 @@ import click
 
 from qkv.cli.common import (
     FilePath,
+    count_option,
     echo_sections,
     format_option,
+    json_option,
     model_options,
+    png_option,
     require,
     transformers_run,
 )
@@ -48,20 +51,14 @@ Examples:
     "--corrupted",
     help="a prompt of as many tokens as TEXT that changes the answer: adds activation patching",
 )
-@click.option(
-    "--top",
-    default=5,
-    show_default=True,
-    type=click.IntRange(1, 50),
-    help="how many top heads to list and split by key",
-)
-@click.option("--png", type=FilePath(writable=True), help="also draw the result into this PNG")
+@count_option("--top", default=5, most=50, help="how many top heads to list and split by key")
+@png_option("also draw the result into this PNG")
 @click.option(
     "--html",
     type=FilePath(writable=True),
     help='also write the "why this token" panel as one self-contained HTML file',
 )
-@click.option("--json", "as_json", is_flag=True, help="print the result as one JSON object")
+@json_option(help="print the result as one JSON object")
 @format_option(json_ok=False)
 def attribute(
     model_spec, text, target, baseline, corrupted, top, png, html, as_json, allow_pickle, fmt

@@ -10,7 +10,7 @@ import click
 from qkv.bench import pinned
 from qkv.bench.peers import PEERS, Config, unavailable
 from qkv.bench.run import QUICK, header, machine, render, run
-from qkv.cli.common import Number
+from qkv.cli.common import count_option, head_shape_options, json_option, number_option
 from qkv.cli.errors import CliError
 
 
@@ -35,15 +35,7 @@ def _sizes(_ctx, _param, value: str) -> list[int]:
     show_default=True,
     help="Sequence lengths (cache lengths with --decode), comma-separated.",
 )
-@click.option("--heads", default=12, show_default=True, type=click.IntRange(1))
-@click.option(
-    "--d",
-    "d",
-    default=64,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Features per head (d_k = d_v).",
-)
+@head_shape_options(heads=12)
 @click.option("--causal", is_flag=True, help="Also run causal prefill.")
 @click.option(
     "--decode", is_flag=True, help="Also run one-token decode steps against a cache of T keys."
@@ -66,26 +58,20 @@ def _sizes(_ctx, _param, value: str) -> list[int]:
     show_default=True,
     help="Which peers to run, comma-separated.",
 )
-@click.option(
+@number_option(
     "--min-time",
     default=1.0,
-    show_default=True,
-    type=Number(at_least=0),
+    at_least=0,
     help="Seconds of repeats per peer per configuration (at least 3 repeats).",
 )
-@click.option(
+@number_option(
     "--max-memory",
     default=6.0,
-    show_default=True,
-    type=Number(at_least=0),
+    at_least=0,
     help="GiB: peers whose score matrices would need more are skipped.",
 )
-@click.option(
-    "--gemm-size",
-    default=4096,
-    show_default=True,
-    type=click.IntRange(1),
-    help="n for the n³ float32 matmul that sets the GEMM peak.",
+@count_option(
+    "--gemm-size", default=4096, help="n for the n³ float32 matmul that sets the GEMM peak."
 )
 @click.option("--no-memory", is_flag=True, help="Skip the child-process memory measurement.")
 @click.option(
@@ -119,7 +105,7 @@ def _sizes(_ctx, _param, value: str) -> list[int]:
     "first use, a few seconds, then kept in the user's cache).",
 )
 @click.option("--retune", is_flag=True, help="Like --tune, after forgetting the cached choice.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@json_option(help="Print JSON instead of a table.")
 @click.option(
     "--trace",
     "trace_tokens",

@@ -1,6 +1,6 @@
-"""What the sub-commands share: the --format, --model and --temperature options, printing
-sections, numbers checked by ``qkv.checks``, seeds and paths, and loading a real model with a
-spinner."""
+"""What the sub-commands share: the --format, --json, --model, --temperature, --seed, --png,
+--heads/--d and --layer/--output options, counts and numbers checked by ``qkv.checks``, printing
+sections, paths, and loading a real model with a spinner."""
 
 from __future__ import annotations
 
@@ -61,11 +61,76 @@ def format_option(*, json_ok: bool = True):
     return decorate
 
 
-def json_option(f):
-    """--json: print machine-readable JSON instead of tables (the command gets ``as_json``)."""
+def json_option(f=None, *, help: str = "Print JSON instead of tables (--format json)."):
+    """--json: print machine-readable JSON instead of tables (the command gets ``as_json``);
+    ``@json_option`` as it is, or ``@json_option(help=...)`` in the command's own words."""
+    option = click.option("--json", "as_json", is_flag=True, help=help)
+    return option if f is None else option(f)
+
+
+def count_option(*decls: str, default: int | None, help: str | None = None, most=None, **extra):
+    """An option that counts something: a whole number from 1 (to ``most``), default shown."""
     return click.option(
-        "--json", "as_json", is_flag=True, help="Print JSON instead of tables (--format json)."
-    )(f)
+        *decls,
+        default=default,
+        show_default=default is not None,
+        type=click.IntRange(1, most),
+        help=help,
+        **extra,
+    )
+
+
+def number_option(*decls: str, help: str, default=None, metavar=None, **rule):
+    """An option whose value is a number checked like ``Number(**rule)`` (``above=``,
+    ``at_least=``), its default shown when it has one."""
+    return click.option(
+        *decls,
+        type=Number(**rule),
+        default=default,
+        show_default=default is not None,
+        metavar=metavar,
+        help=help,
+    )
+
+
+def seed_option(help: str, *, default: int | None = 0):
+    """--seed N: a seed every seeded generator accepts (``SEED``), default shown when given."""
+    return click.option(
+        "--seed", default=default, show_default=default is not None, type=SEED, help=help
+    )
+
+
+def png_option(help: str):
+    """--png FILE: also draw a figure into this PNG (the command gets ``png``)."""
+    return click.option("--png", type=FilePath(writable=True), default=None, help=help)
+
+
+def head_shape_options(*, heads: int):
+    """--heads H (default ``heads``) and --d D (default 64): the heads and the features per
+    head of the attention a command runs."""
+
+    def decorate(f):
+        f = count_option("--d", "d", default=64, help="Features per head (d_k = d_v).")(f)
+        return count_option("--heads", default=heads, help="Attention heads.")(f)
+
+    return decorate
+
+
+def trace_file_options(what: str, layer_help: str):
+    """--layer L (repeat; the command gets ``layers``) and -o/--output FILE, the ``what``
+    file to write."""
+
+    def decorate(f):
+        f = click.option(
+            "-o",
+            "--output",
+            required=True,
+            type=FilePath(writable=True),
+            help=f"the {what} file to write",
+        )(f)
+        return click.option("--layer", "layers", type=int, multiple=True, help=layer_help)(f)
+
+    return decorate
 
 
 def text_options(help_text: str):

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
 from qkv.cli.common import (
     FilePath,
-    Number,
     allow_pickle_option,
     any_model_or_error,
     echo_sections,
     format_option,
+    number_option,
+    png_option,
     temperature_option,
     text_options,
 )
@@ -67,23 +69,22 @@ def _labelled(tokens, select: str | None) -> int | None:
 @click.option(
     "--causal", is_flag=True, help="Hide the keys after each query (a decoder's causal mask)."
 )
-@click.option(
+@number_option(
     "--softcap",
-    type=Number(above=0),
+    above=0,
     metavar="CAP",
     help="Soft-cap the scores to CAP·tanh(s/CAP), as Gemma 2 does (step 'capped').  "
     "Example: --softcap 1",
 )
-@click.option(
+@number_option(
     "--sink",
-    type=Number(),
     metavar="LOGIT",
     help="Add a sink logit to each row's softmax, as GPT-OSS does: it takes weight and "
     "gives no value (step 'sink').  Example: --sink 0",
 )
-@click.option(
+@number_option(
     "--alibi",
-    type=Number(at_least=0),
+    at_least=0,
     metavar="SLOPE",
     help="Add ALiBi's bias −SLOPE·distance between query and key positions, as BLOOM "
     "and MPT do (step 'biased').  Example: --alibi 0.5",
@@ -96,11 +97,8 @@ def _labelled(tokens, select: str | None) -> int | None:
     "Example: --preset two-heads --head 1",
 )
 @format_option()
-@click.option(
-    "--png",
-    type=FilePath(),
-    metavar="FILE",
-    help="Also write a heatmap of the weights (queries × keys, masked cells marked, "
+@png_option(
+    "Also write a heatmap of the weights (queries × keys, masked cells marked, "
     "the selected row outlined); needs matplotlib.  Example: --png weights.png",
 )
 @click.option(
@@ -185,11 +183,11 @@ def explain(
                 "--temperature, --no-scale and --causal apply to presets and "
                 "checkpoints; a real model runs with its own scale, τ = 1 and mask"
             )
-        return _explain_model(model_name, text, layer, select, head, fmt, png, allow_pickle)
+        run = _model_trace(model_name, text, layer, allow_pickle)
+        return _explain_trace(*run, select, head, fmt, png)
     if checkpoint or text:
-        return _explain_checkpoint(
-            checkpoint, text, layer, select, temperature, no_scale, head, fmt, png
-        )
+        run = _checkpoint_trace(checkpoint, text, layer, temperature, no_scale)
+        return _explain_trace(*run, select, head, fmt, png)
     try:
         scene = scenes.load(preset)
         i = _labelled(scene.tokens, select)
@@ -250,8 +248,8 @@ def _write_png(trace, path, i, head, name):
     click.echo(f"wrote {path} ({width}×{height} px)", err=True)
 
 
-def _explain_checkpoint(checkpoint, text, layer, select, temperature, no_scale, head, fmt, png):
-    """The same walkthrough for one layer and head of a trained Mini-GPT on a sentence."""
+def _checkpoint_trace(checkpoint, text, layer, temperature, no_scale) -> tuple[Any, str, str]:
+    """(trace, title, about) of one layer of a trained Mini-GPT on a sentence."""
     if not text:
         raise CliError(
             "--checkpoint needs --text, e.g. --checkpoint minigpt.npz --text "
@@ -271,19 +269,11 @@ def _explain_checkpoint(checkpoint, text, layer, select, temperature, no_scale, 
         ) from None
     except ValueError as e:
         raise CliError(str(e)) from None
-    _explain_trace(
-        trace,
-        select,
-        head,
-        fmt,
-        png,
-        title=f"Mini-GPT {checkpoint}: layer {layer}",
-        about=f"τ = {temperature:g} · causal mask",
-    )
+    return trace, f"Mini-GPT {checkpoint}: layer {layer}", f"τ = {temperature:g} · causal mask"
 
 
-def _explain_model(name, text, layer, select, head, fmt, png, allow_pickle=False):
-    """The walkthrough for one layer and head of a real pretrained model on a sentence."""
+def _model_trace(name, text, layer, allow_pickle=False) -> tuple[Any, str, str]:
+    """(trace, title, about) of one layer of a real pretrained model on a sentence."""
     from qkv import models
 
     if text is None:
@@ -304,15 +294,7 @@ def _explain_model(name, text, layer, select, head, fmt, png, allow_pickle=False
         )  # a local directory: traced via qkv.hf
     except ValueError as e:
         raise CliError(f"--text: {e}") from None
-    _explain_trace(
-        trace,
-        select,
-        head,
-        fmt,
-        png,
-        title=f"{model.name}: layer {layer}",
-        about=MODEL_NOTES.get(name, ""),
-    )
+    return trace, f"{model.name}: layer {layer}", MODEL_NOTES.get(name, "")
 
 
 MODEL_NOTES = {
@@ -323,7 +305,7 @@ MODEL_NOTES = {
 }
 
 
-def _explain_trace(trace, select, head, fmt, png, *, title: str, about: str):
+def _explain_trace(trace, title: str, about: str, select, head, fmt, png):
     """What --checkpoint and --model share: choose the query (default: the last token) and
     the head, then write the PNG, the JSON trace or the walkthrough."""
     from qkv.models.result import token_index

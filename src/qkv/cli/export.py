@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from qkv import models
-from qkv.cli.common import TAU, FilePath, model_or_error, text_options
+from qkv.cli.common import TAU, model_or_error, text_options, trace_file_options
 from qkv.cli.errors import CliError
 from qkv.explain import scenes
 
@@ -42,16 +42,7 @@ EXPORT_TOKENS = 64
     multiple=True,
     help="a τ to precompute (repeat for several; default: 1). Only these are offered.",
 )
-@click.option(
-    "--layer",
-    "layers",
-    type=int,
-    multiple=True,
-    help="with --model: a layer to include (repeat; default: every layer)",
-)
-@click.option(
-    "-o", "--output", required=True, type=FilePath(writable=True), help="the HTML file to write"
-)
+@trace_file_options("HTML", "with --model: a layer to include (repeat; default: every layer)")
 def export(preset, model_name, text, select, temperatures, layers, output):
     """Write the interactive panels as one self-contained HTML file.
 

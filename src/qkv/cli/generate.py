@@ -7,7 +7,7 @@ import time
 import click
 
 from qkv import checks
-from qkv.cli.common import SEED, Number, model_or_error, read_text
+from qkv.cli.common import Number, count_option, model_or_error, read_text, seed_option
 from qkv.cli.errors import CliError
 
 
@@ -39,13 +39,8 @@ from qkv.cli.errors import CliError
     type=Number(checks.sampling_temperature),
     help="0 = greedy; higher samples more freely",
 )
-@click.option(
-    "--top-k",
-    default=None,
-    type=click.IntRange(min=1),
-    help="sample only among the k most likely tokens",
-)
-@click.option("--seed", default=None, type=SEED, help="seed for sampling")
+@count_option("--top-k", default=None, help="sample only among the k most likely tokens")
+@seed_option("seed for sampling", default=None)
 @click.option(
     "--chat/--raw",
     default=True,

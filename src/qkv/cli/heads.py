@@ -8,7 +8,13 @@ import click
 import numpy as np
 
 from qkv import models
-from qkv.cli.common import FilePath, any_model_or_error, json_option, model_options, text_options
+from qkv.cli.common import (
+    any_model_or_error,
+    json_option,
+    model_options,
+    png_option,
+    text_options,
+)
 from qkv.cli.errors import CliError
 from qkv.cli.taxonomy import HELP as TAXONOMY_HELP
 from qkv.cli.taxonomy import show as show_taxonomy
@@ -43,10 +49,8 @@ Examples:
 @click.command(help=HELP)
 @model_options("model_name", default="minilm-l6", bundled=", ".join(models.names()))
 @text_options("the text to run through the model (up to its context)")
-@click.option(
-    "--png",
-    type=FilePath(writable=True),
-    help="also draw every head's attention matrix into this PNG file (masked cells grey; "
+@png_option(
+    "also draw every head's attention matrix into this PNG file (masked cells grey; "
     f"past {PNG_CELLS} tokens each head max-pooled to {PNG_CELLS} × {PNG_CELLS} cells)",
 )
 @click.option("--taxonomy", is_flag=True, help=TAXONOMY_HELP)

@@ -6,7 +6,15 @@ import json
 
 import click
 
-from qkv.cli.common import SEED, FilePath, echo_sections, format_option, require
+from qkv.cli.common import (
+    FilePath,
+    count_option,
+    echo_sections,
+    format_option,
+    png_option,
+    require,
+    seed_option,
+)
 from qkv.cli.errors import CliError
 
 EXPERIMENTS = {
@@ -59,15 +67,8 @@ def emit(result, fmt: str, png: str | None) -> None:
 
 def _experiment(name: str, doc: str):
     @click.command(name, help=doc)
-    @click.option(
-        "--seed", default=0, show_default=True, type=SEED, help="random seed (default_rng)."
-    )
-    @click.option(
-        "--png",
-        type=FilePath(),
-        default=None,
-        help="also draw the figure to this PNG file.  Example: --png scaling.png",
-    )
+    @seed_option("random seed (default_rng).")
+    @png_option("also draw the figure to this PNG file.  Example: --png scaling.png")
     @format_option()
     def command(seed: int, png: str | None, fmt: str):
         import importlib
@@ -106,16 +107,8 @@ for _name, _doc in {
 
 
 @lab.command("train")
-@click.option(
-    "--steps",
-    default=1200,
-    show_default=True,
-    type=click.IntRange(1),
-    help="optimizer steps (batches of 64 sentences).",
-)
-@click.option(
-    "--seed", default=0, show_default=True, type=SEED, help="seed for weights, data and split."
-)
+@count_option("--steps", default=1200, help="optimizer steps (batches of 64 sentences).")
+@seed_option("seed for weights, data and split.")
 @click.option(
     "--out",
     default="minigpt.npz",
@@ -123,18 +116,12 @@ for _name, _doc in {
     type=FilePath(),
     help="where to save the checkpoint (.npz).",
 )
-@click.option(
-    "--train-size",
-    default=20_000,
-    show_default=True,
-    type=click.IntRange(1),
-    help="training sentences (every batch is drawn from these).",
+@count_option(
+    "--train-size", default=20_000, help="training sentences (every batch is drawn from these)."
 )
-@click.option(
+@count_option(
     "--per-group",
     default=200,
-    show_default=True,
-    type=click.IntRange(1),
     help="held-out sentences per group (attractor count × attractor numbers).",
 )
 @click.option(
@@ -150,12 +137,7 @@ for _name, _doc in {
     help="also train without ÷√d_k (scores 4× larger) and with τ = 4 (4× smaller), and "
     "compare gradient norms and losses.",
 )
-@click.option(
-    "--png",
-    type=FilePath(),
-    default=None,
-    help="draw the top head's weights on attractor sentences.",
-)
+@png_option("draw the top head's weights on attractor sentences.")
 @format_option()
 def train_command(
     steps: int,

@@ -9,6 +9,7 @@ import click
 from qkv import checks
 from qkv.cli.common import (
     checked,
+    count_option,
     echo_sections,
     format_option,
     model_options,
@@ -87,13 +88,7 @@ def spec_from_options(ablate, mean, tau, pin, knockout) -> dict:
     metavar="L.H=J",
     help="mask key position J for the head (L alone: every head of layer L)",
 )
-@click.option(
-    "--top-k",
-    default=5,
-    show_default=True,
-    type=click.IntRange(1, 50),
-    help="how many likeliest next tokens to list",
-)
+@count_option("--top-k", default=5, most=50, help="how many likeliest next tokens to list")
 @format_option()
 def patch(model_spec, text, ablate, mean, pin, tau, knockout, top_k, allow_pickle, fmt):
     """Edit attention heads and compare the next-token distribution before and after.

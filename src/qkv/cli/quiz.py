@@ -14,6 +14,7 @@ import textwrap
 
 import click
 
+from qkv.cli.common import count_option, seed_option
 from qkv.cli.errors import CliError
 
 TOPIC_NAMES = ("all", "sizes", "scores", "softmax", "masks", "concepts")
@@ -68,19 +69,15 @@ class Answers:
     show_default=True,
     help="Which exercises.  Example: --topic softmax",
 )
-@click.option(
+@count_option(
     "--n",
     "n",
-    type=click.IntRange(1, 100),
     default=5,
-    show_default=True,
+    most=100,
     help="How many exercises, all different (a topic with fewer says so).",
 )
-@click.option(
-    "--seed",
-    type=click.IntRange(0, 2**32 - 1),
-    default=None,
-    help="Same seed, same exercises (default: a fresh one, printed).  Example: --seed 7",
+@seed_option(
+    "Same seed, same exercises (default: a fresh one, printed).  Example: --seed 7", default=None
 )
 @click.option(
     "--kind",

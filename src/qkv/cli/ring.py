@@ -6,29 +6,28 @@ import json
 
 import click
 
-from qkv.cli.common import Number, echo_sections, format_option
+from qkv.cli.common import (
+    count_option,
+    echo_sections,
+    format_option,
+    head_shape_options,
+    number_option,
+)
 from qkv.cli.errors import CliError
 
 
 @click.command("ring")
-@click.option(
+@count_option(
     "--world-size",
     "-n",
     default=2,
-    show_default=True,
-    type=click.IntRange(1, 64),
+    most=64,
     help="processes in the ring (local, gloo on 127.0.0.1).",
 )
-@click.option(
-    "--T",
-    "T",
-    default=4096,
-    show_default=True,
-    type=click.IntRange(1),
-    help="sequence length, split in contiguous slices over the ranks.",
+@count_option(
+    "--T", "T", default=4096, help="sequence length, split in contiguous slices over the ranks."
 )
-@click.option("--heads", default=1, show_default=True, type=click.IntRange(1))
-@click.option("--d", default=64, show_default=True, type=click.IntRange(1), help="d_k = d_v.")
+@head_shape_options(heads=1)
 @click.option(
     "--causal", is_flag=True, help="causal attention: blocks after a rank's queries are skipped."
 )
@@ -36,11 +35,10 @@ from qkv.cli.errors import CliError
     "--dtype", type=click.Choice(["float32", "float64"]), default="float32", show_default=True
 )
 @click.option("--grad", is_flag=True, help="also run backward and compare dq, dk, dv.")
-@click.option(
+@number_option(
     "--timeout",
     default=120.0,
-    show_default=True,
-    type=Number(above=0),
+    above=0,
     help="seconds a rank waits for its neighbours before giving up.",
 )
 @format_option()

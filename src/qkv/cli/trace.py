@@ -8,23 +8,20 @@ import time
 import click
 
 from qkv import models
-from qkv.cli.common import FilePath, any_model_or_error, json_option, model_options, text_options
+from qkv.cli.common import (
+    any_model_or_error,
+    json_option,
+    model_options,
+    text_options,
+    trace_file_options,
+)
 from qkv.cli.errors import CliError
 
 
 @click.command()
 @model_options("model_name", default="smollm2-135m", bundled=", ".join(models.names()))
 @text_options("the text to trace (up to the model's context)")
-@click.option(
-    "--layer",
-    "layers",
-    type=int,
-    multiple=True,
-    help="a layer to keep (repeat; default: every layer)",
-)
-@click.option(
-    "-o", "--output", required=True, type=FilePath(writable=True), help="the trace file to write"
-)
+@trace_file_options("trace", "a layer to keep (repeat; default: every layer)")
 @json_option
 def trace(model_name, allow_pickle, text, layers, output, as_json):
     """Trace TEXT through a model and save the run: per layer the arrays its attention steps

@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, Field, create_model
 
 from qkv import models
 from qkv.views import grid as grids
 from qkv.views import selection
 from qkv.web.errors import FieldError, shown
-from qkv.web.schemas import Section, Selected
+from qkv.web.schemas import Index, Section, Selected, request_config
 
 MODEL_PAGE_TOKENS = 32  # the page's limit: a 32 × 32 heatmap per head stays readable
 MAX_CHARS = 400  # checked before tokenizing
@@ -41,29 +41,29 @@ else:  # a Literal of the names known here, built at run time
     ModelName = Literal[tuple(models.NAMES)]
 
 
-class ModelTraceRequest(BaseModel):
+class ModelRequest(BaseModel):
+    """What every model endpoint's request holds: a text through one of the server's models
+    (``naming_pool`` narrows ``model`` to the names a server offers)."""
+
+    model: ModelName = Field(description="GET /api/models lists them")
+    text: str = Field(min_length=1, max_length=MAX_CHARS)
+
+
+class ModelTraceRequest(ModelRequest):
     """A sentence through a real model; which layer, head and query token to inspect."""
 
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [
-                {"model": "smollm2-135m", "text": "The cat sat on the mat", "layer": 3, "head": 2}
-            ]
-        },
+    model_config = request_config(
+        {"model": "smollm2-135m", "text": "The cat sat on the mat", "layer": 3, "head": 2}
     )
 
-    model: ModelName = Field(description="GET /api/models lists them")  # router() narrows it
     text: str = Field(
         min_length=1,
         max_length=MAX_CHARS,
         description=f"the sentence; at most {MODEL_PAGE_TOKENS} tokens",
     )
-    layer: int = Field(0, strict=True, ge=0, description="layer to inspect, from 0")
-    head: int = Field(0, strict=True, ge=0, description="query head to inspect, from 0")
-    select: int | None = Field(
-        None, strict=True, ge=0, description="query token index; default: the last token"
-    )
+    layer: Index = Field(0, description="layer to inspect, from 0")
+    head: Index = Field(0, description="query head to inspect, from 0")
+    select: Index | None = Field(None, description="query token index; default: the last token")
     grid: bool = Field(
         True, strict=True, description="include every layer's and head's weights (the grid)"
     )
@@ -286,10 +286,20 @@ def naming_pool(request: type[BaseModel], pool: ModelPool) -> type[BaseModel]:
     )
 
 
+def post_model_route(
+    routes: APIRouter, path: str, handler, request: type[BaseModel], *, response_model, refused
+) -> None:
+    """POST ``path`` answered by ``handler(req)``, its body read as ``request`` (a class made at
+    run time, so set on the handler rather than named in its signature); a 422 is ``refused``."""
+    handler.__annotations__["req"] = request
+    routes.post(path, response_model=response_model, responses={422: {"description": refused}})(
+        handler
+    )
+
+
 def router(pool: ModelPool) -> APIRouter:
     """The model endpoints, answered from ``pool``."""
     routes = APIRouter()
-    Request = naming_pool(ModelTraceRequest, pool)
 
     @routes.get("/api/models", response_model=list[ModelInfo])
     def list_models():
@@ -301,16 +311,13 @@ def router(pool: ModelPool) -> APIRouter:
         # sync: the forward pass runs in the server's thread pool, not on the event loop
         return JSONResponse(run(pool, req))
 
-    model_trace.__annotations__["req"] = Request  # a class made here, not a name to look up
-    routes.post(
+    post_model_route(
+        routes,
         "/api/model/trace",
+        model_trace,
+        naming_pool(ModelTraceRequest, pool),
         response_model=ModelTraceResponse,
-        responses={
-            422: {
-                "description": "a field is missing, malformed or out of range, "
-                "the model is not one GET /api/models lists, "
-                "or it is not installed"
-            }
-        },
-    )(model_trace)
+        refused="a field is missing, malformed or out of range, the model is not one "
+        "GET /api/models lists, or it is not installed",
+    )
     return routes

@@ -19,12 +19,12 @@ import secrets
 from typing import Literal
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from qkv import practice
 from qkv.practice.bank import MAX_SEED
 from qkv.web.errors import FieldError
-from qkv.web.schemas import MAX_NAME_CHARS
+from qkv.web.schemas import MAX_NAME_CHARS, Index, request_config
 
 router = APIRouter()
 
@@ -44,15 +44,12 @@ class PracticeExercise(BaseModel):
 
 
 class CheckRequest(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={"examples": [{"kind": "sizes/d_head", "seed": 1, "answer": "64"}]},
-    )
+    model_config = request_config({"kind": "sizes/d_head", "seed": 1, "answer": "64"})
 
     kind: str = Field(
         max_length=MAX_NAME_CHARS, description="an exercise kind (GET /api/practice/topics)"
     )
-    seed: int = Field(strict=True, ge=0, le=MAX_SEED)
+    seed: Index = Field(le=MAX_SEED)
     answer: str = Field(max_length=MAX_ANSWER_CHARS, description="as a learner types it")
 
 

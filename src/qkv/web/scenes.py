@@ -143,20 +143,14 @@ def build_scene(req: TraceRequest) -> scenes.Scene:
                 "W_Q",
                 f"preset {base.name!r} is single-head: W_Q, W_K, W_V must have 1 head, got {H}",
             )
-        return dataclasses.replace(
-            base,
-            tokens=tokens,
-            x=x,
-            W_Q=W_Q[0],
-            W_K=W_K[0],
-            W_V=W_V[0],
-            select=min(base.select, L - 1),
-        )
-    W_O = projection("W_O")
-    _expect("W_O", W_O, (H, d_v, d_model), "(n_heads, d_v, d_model)")
-    b_O = base.b_O if req.b_O is None else _array("b_O", req.b_O)
-    if b_O is not None:  # a multi-head scene may have no output bias
-        _expect("b_O", b_O, (d_model,), "(d_model,)")
+        W_Q, W_K, W_V = W_Q[0], W_K[0], W_V[0]  # a single-head scene's (d_model, d_k) layout
+        W_O, b_O = None, None
+    else:
+        W_O = projection("W_O")
+        _expect("W_O", W_O, (H, d_v, d_model), "(n_heads, d_v, d_model)")
+        b_O = base.b_O if req.b_O is None else _array("b_O", req.b_O)
+        if b_O is not None:  # a multi-head scene may have no output bias
+            _expect("b_O", b_O, (d_model,), "(d_model,)")
     return dataclasses.replace(
         base,
         tokens=tokens,

@@ -29,8 +29,10 @@ MAX_BODY_BYTES = 4 * 1024 * 1024
 
 # A number: a JSON int or float (not a string, not a bool), finite, |value| ≤ MAX_ABS.
 Number = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=-MAX_ABS, le=MAX_ABS)]
-# τ: a JSON number (not a string, not a bool), finite, in [TAU_MIN, TAU_MAX].
-Tau = Annotated[float, Field(strict=True, allow_inf_nan=False, ge=TAU_MIN, le=TAU_MAX)]
+# τ: a Number in [TAU_MIN, TAU_MAX].
+Tau = Annotated[Number, Field(ge=TAU_MIN, le=TAU_MAX)]
+# An index or a count from 0: a JSON integer (not a string, not a bool), ≥ 0.
+Index = Annotated[int, Field(strict=True, ge=0)]
 Row = Annotated[list[Number], Field(min_length=1, max_length=MAX_DIMS)]
 Matrix = Annotated[list[Row], Field(min_length=1, max_length=MAX_DIMS)]
 Matrix_X = Annotated[list[Row], Field(min_length=1, max_length=MAX_SCENE_TOKENS)]
@@ -39,14 +41,16 @@ Token = Annotated[str, Field(min_length=1, max_length=MAX_TOKEN_CHARS)]
 Alignment = Literal["bottom-right", "top-left"]
 
 
+def request_config(example: dict) -> ConfigDict:
+    """Every request's config: unknown keys refused, ``example`` shown in the API's docs."""
+    return ConfigDict(extra="forbid", json_schema_extra={"examples": [example]})
+
+
 class TraceRequest(BaseModel):
     """One computation: a preset, optionally with its tokens, X or weights replaced."""
 
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [{"preset": "cat-sat", "select": 2, "temperature": 0.5, "causal": True}]
-        },
+    model_config = request_config(
+        {"preset": "cat-sat", "select": 2, "temperature": 0.5, "causal": True}
     )
 
     preset: str = Field(
@@ -63,12 +67,8 @@ class TraceRequest(BaseModel):
     W_V: Heads | None = Field(None, description="(n_heads, d_model, d_v)")
     W_O: Heads | None = Field(None, description="(n_heads, d_v, d_model); multi-head scenes only")
     b_O: Row | None = Field(None, description="(d_model,); multi-head scenes only")
-    select: int | None = Field(
-        None,
-        strict=True,
-        ge=0,
-        lt=MAX_SCENE_TOKENS,
-        description="query token index; default: the preset's",
+    select: Annotated[Index, Field(lt=MAX_SCENE_TOKENS)] | None = Field(
+        None, description="query token index; default: the preset's"
     )
     temperature: Tau = Field(1.0, description="τ divides the scaled scores")
     scaled: bool | None = Field(
@@ -76,36 +76,20 @@ class TraceRequest(BaseModel):
     )
     causal: bool = Field(False, strict=True, description="hide keys after the query")
     align: Alignment = Field("bottom-right", description="causal alignment")
-    head: int | None = Field(
-        None,
-        strict=True,
-        ge=0,
-        lt=MAX_HEADS,
-        description="head to explain in multi-head scenes (default 0)",
+    head: Annotated[Index, Field(lt=MAX_HEADS)] | None = Field(
+        None, description="head to explain in multi-head scenes (default 0)"
     )
-    softcap: float | None = Field(
+    softcap: Annotated[Number, Field(ge=TAU_MIN)] | None = Field(
         None,
-        strict=True,
-        allow_inf_nan=False,
-        ge=TAU_MIN,
-        le=MAX_ABS,
         description="soft-cap: capped = cap·tanh(tempered / cap), as "
         "Gemma 2 (step 'capped'); default: none",
     )
-    sink: float | None = Field(
+    sink: Number | None = Field(
         None,
-        strict=True,
-        allow_inf_nan=False,
-        ge=-MAX_ABS,
-        le=MAX_ABS,
         description="a sink logit in every row's softmax, as GPT-OSS (step 'sink'); default: none",
     )
-    alibi: float | None = Field(
+    alibi: Annotated[Number, Field(ge=0)] | None = Field(
         None,
-        strict=True,
-        allow_inf_nan=False,
-        ge=0,
-        le=MAX_ABS,
         description="ALiBi slope: the bias −slope·|i − j| is added to the "
         "scores (step 'biased'); default: none",
     )

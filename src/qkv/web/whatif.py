@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from qkv.explain.head_kinds import KINDS, MEANINGS
 from qkv.web import models
 from qkv.web.errors import FieldError
-from qkv.web.schemas import Tau
+from qkv.web.schemas import Index, Tau, request_config
 
 MAX_TOP_K = 20
 ENCODERS = {"minilm-l6"}  # bundled models without a next-token head
@@ -43,9 +43,7 @@ class Edit(BaseModel):
         None, description="the head's weights set to uniform over the keys it may see"
     )
     tau: Tau | None = Field(None, description="the head's temperature τ (the model's is 1)")
-    knockout: int | None = Field(
-        None, strict=True, ge=0, description="a key position the head may no longer see"
-    )
+    knockout: Index | None = Field(None, description="a key position the head may no longer see")
 
     @model_validator(mode="after")
     def one(self):
@@ -57,26 +55,19 @@ class Edit(BaseModel):
         return self
 
 
-class PatchRequest(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [
-                {
-                    "model": "smollm2-135m",
-                    "text": "The capital of France is",
-                    "layer": 3,
-                    "head": 4,
-                    "edit": {"ablate": "zero"},
-                }
-            ]
-        },
+class PatchRequest(models.ModelRequest):
+    model_config = request_config(
+        {
+            "model": "smollm2-135m",
+            "text": "The capital of France is",
+            "layer": 3,
+            "head": 4,
+            "edit": {"ablate": "zero"},
+        }
     )
 
-    model: str = Field(description="GET /api/models lists them")  # router() narrows it
-    text: str = Field(min_length=1, max_length=models.MAX_CHARS)
-    layer: int = Field(strict=True, ge=0)
-    head: int = Field(strict=True, ge=0)
+    layer: Index
+    head: Index
     edit: Edit
     top_k: int = Field(5, strict=True, ge=1, le=MAX_TOP_K)
 
@@ -228,7 +219,6 @@ def router(pool: models.ModelPool, extras: Extras | None = None) -> APIRouter:
     models, shared with other routers; default: built here)."""
     extras = extras or Extras(pool)
     routes = APIRouter()
-    Request = models.naming_pool(PatchRequest, pool)
 
     @routes.get("/api/model/abilities", response_model=list[Ability])
     def abilities():
@@ -251,17 +241,15 @@ def router(pool: models.ModelPool, extras: Extras | None = None) -> APIRouter:
         """Run the text with and without one edit of one head; the next token's top-k."""
         return JSONResponse(patch(extras, req))
 
-    model_patch.__annotations__["req"] = Request
-    routes.post(
+    models.post_model_route(
+        routes,
         "/api/model/patch",
+        model_patch,
+        models.naming_pool(PatchRequest, pool),
         response_model=PatchResponse,
-        responses={
-            422: {
-                "description": "a field is missing, malformed or out of range, "
-                "or the model cannot answer a what-if (why)"
-            }
-        },
-    )(model_patch)
+        refused="a field is missing, malformed or out of range, "
+        "or the model cannot answer a what-if (why)",
+    )
 
     def model_taxonomy(model=Query(description="GET /api/models lists them")):
         """Score every head as previous-token, first-token, duplicate-token and induction head

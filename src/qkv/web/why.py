@@ -19,34 +19,28 @@ from collections import OrderedDict
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from qkv.views import why as views
 from qkv.web import models
 from qkv.web.errors import FieldError
+from qkv.web.schemas import request_config
 from qkv.web.whatif import NO_TOKEN, Extras
 
 MAX_TOKEN_CHARS = 64  # a target or baseline is one token's text
 KEEP = 8  # answers kept per server: reopening a sentence's panel does not rerun the model
 
 
-class WhyRequest(BaseModel):
-    model_config = ConfigDict(
-        extra="forbid",
-        json_schema_extra={
-            "examples": [
-                {
-                    "model": "smollm2-135m",
-                    "text": "When Mary and John went to the store, John gave a drink to",
-                    "target": "␣Mary",
-                    "baseline": "␣John",
-                }
-            ]
-        },
+class WhyRequest(models.ModelRequest):
+    model_config = request_config(
+        {
+            "model": "smollm2-135m",
+            "text": "When Mary and John went to the store, John gave a drink to",
+            "target": "␣Mary",
+            "baseline": "␣John",
+        }
     )
 
-    model: str = Field(description="GET /api/models lists them")  # router() narrows it
-    text: str = Field(min_length=1, max_length=models.MAX_CHARS)
     target: str | None = Field(
         None,
         min_length=1,
@@ -152,7 +146,6 @@ def router(extras: Extras) -> APIRouter:
     routes = APIRouter()
     kept: OrderedDict = OrderedDict()
     lock = threading.Lock()
-    Request = models.naming_pool(WhyRequest, extras.pool)
 
     def model_attribute(req):
         """Which heads wrote the next token: direct logit attribution at the last position,
@@ -169,16 +162,14 @@ def router(extras: Extras) -> APIRouter:
                 kept.popitem(last=False)
         return JSONResponse(result)
 
-    model_attribute.__annotations__["req"] = Request  # a class made here, not a name to look up
-    routes.post(
+    models.post_model_route(
+        routes,
         "/api/model/attribute",
+        model_attribute,
+        models.naming_pool(WhyRequest, extras.pool),
         response_model=WhyResponse,
-        responses={
-            422: {
-                "description": "a field is missing or malformed; the target or baseline is not "
-                "one token; the corrupted prompt's length differs or it gives the same logit "
-                "difference; the model predicts no next token (why)"
-            }
-        },
-    )(model_attribute)
+        refused="a field is missing or malformed; the target or baseline is not one token; "
+        "the corrupted prompt's length differs or it gives the same logit difference; the "
+        "model predicts no next token (why)",
+    )
     return routes
