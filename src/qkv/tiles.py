@@ -124,6 +124,11 @@ class TileCache:
             self.tiles.move_to_end(key)
         return found
 
+    def clear(self) -> None:
+        """Drop every tile kept."""
+        self.tiles.clear()
+        self.bytes = 0
+
     def put(self, key, tile: dict) -> None:
         size = held_bytes(tile.values())
         if size > self.max_bytes:

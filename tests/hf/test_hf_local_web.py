@@ -38,7 +38,7 @@ def test_the_served_directory_is_listed(served):
     client = served[0]
     listed = {m["name"]: m for m in client.get("/api/models").json()}
     assert list(listed) == ["minilm-l6", "smollm2-135m", "tiny-llama"]
-    assert listed["tiny-llama"] | {"max_tokens": 0} == {
+    assert listed["tiny-llama"] == {
         "name": "tiny-llama",
         "local": True,
         "installed": True,
@@ -47,7 +47,9 @@ def test_the_served_directory_is_listed(served):
         "n_kv_heads": 2,
         "d_model": 32,
         "d_head": 8,
-        "max_tokens": 0,
+        "max_tokens": 64,  # the config's max_position_embeddings
+        "max_chars": 512,  # 8 characters a token
+        "panel_tokens": 32,
     }
     assert listed["minilm-l6"]["local"] is False
 

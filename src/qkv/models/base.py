@@ -13,8 +13,9 @@ class TextModel:
 
     Subclasses set ``name``, ``n_layers``, ``n_heads``, ``n_kv_heads``, ``d_model``, ``d_head``,
     ``max_tokens`` (the context length), ``pad_id``, ``tokenizer``, ``dtype`` and implement
-    ``_forward(ids (B, L), lengths (B,), keep) -> (hidden (B, L, d_model), {layer: LazyTrace})``
-    (every layer by the fast kernels; the layers in ``keep`` also give a lazy trace).
+    ``_forward(ids (B, L), lengths (B,), keep, progress=None) -> (hidden (B, L, d_model),
+    {layer: LazyTrace})`` (every layer by the fast kernels; the layers in ``keep`` also give a
+    lazy trace; ``progress(done, n_layers)`` is called after each layer when given).
     """
 
     name: str
@@ -28,7 +29,7 @@ class TextModel:
     tokenizer: Tokenizer
     dtype: np.dtype
 
-    def _forward(self, ids, lengths, keep) -> tuple[np.ndarray, dict]:
+    def _forward(self, ids, lengths, keep, *, progress=None) -> tuple[np.ndarray, dict]:
         raise NotImplementedError
 
     def __repr__(self) -> str:
@@ -61,14 +62,14 @@ class TextModel:
         """The token labels the model sees for ``text``."""
         return self.encode(text)[1]
 
-    def trace(self, text: str, *, layers=None) -> ModelTrace:
+    def trace(self, text: str, *, layers=None, progress=None) -> ModelTrace:
         """Run ``text`` (up to the model's context) through the model; keep a lazy attention
         trace of ``layers`` (all by default): x, q, k, v and out per layer, a few times the
         bytes of the hidden states, never L×L; the steps between are computed when read
-        (``qkv.lazy.LazyTrace``)."""
-        return self.trace_batch([text], layers=layers)[0]
+        (``qkv.lazy.LazyTrace``). ``progress(done, n_layers)`` is called as each layer ends."""
+        return self.trace_batch([text], layers=layers, progress=progress)[0]
 
-    def trace_batch(self, texts: list[str], *, layers=None) -> list[ModelTrace]:
+    def trace_batch(self, texts: list[str], *, layers=None, progress=None) -> list[ModelTrace]:
         """Several texts in one right-padded batch (padded keys masked out); one ModelTrace
         each, cut back to its own tokens."""
         if isinstance(texts, str) or not texts:
@@ -79,7 +80,7 @@ class TextModel:
         ids = np.full((len(texts), lengths.max()), self.pad_id, dtype=np.int64)  # (B, L)
         for b, (row, _) in enumerate(encoded):
             ids[b, : len(row)] = row
-        hidden, traces = self._forward(ids, lengths, keep)
+        hidden, traces = self._forward(ids, lengths, keep, progress=progress)
         out = []
         for b, (row, labels) in enumerate(encoded):
             n = len(row)

@@ -36,7 +36,9 @@ class Generator(TextModel):
 
     eos_id: int
 
-    def _forward(self, ids, lengths, keep, caches=None, start: int = 0) -> tuple[np.ndarray, dict]:
+    def _forward(
+        self, ids, lengths, keep, caches=None, start: int = 0, *, progress=None
+    ) -> tuple[np.ndarray, dict]:
         raise NotImplementedError
 
     def logits(self, hidden: np.ndarray) -> np.ndarray:

@@ -99,7 +99,7 @@ class MiniLM(TextModel):
             ln2=(t[p + "output.LayerNorm.weight"], t[p + "output.LayerNorm.bias"]),
         )
 
-    def _forward(self, ids, lengths, keep):
+    def _forward(self, ids, lengths, keep, *, progress=None):
         B, L = ids.shape
         x = self.E_token[ids] + self.E_pos[:L] + self.E_type  # (B, L, d_model)
         x = layer_norm(x, *self.ln_emb, eps=self.eps)
@@ -114,4 +114,6 @@ class MiniLM(TextModel):
             x = layer_norm(
                 x + bert_mlp(x, blk.W_in, blk.b_in, blk.W_out, blk.b_out), *blk.ln2, eps=self.eps
             )
+            if progress is not None:
+                progress(i + 1, self.n_layers)
         return x, traces

@@ -113,7 +113,7 @@ class SmolLM2(Generator):
             n_kv_heads=self.n_kv_heads,
         )
 
-    def _forward(self, ids, lengths, keep, caches=None, start: int = 0):
+    def _forward(self, ids, lengths, keep, caches=None, start: int = 0, *, progress=None):
         """ids (B, L) at positions start … start+L−1 -> (hidden (B, L, d_model), traces).
 
         Every layer runs the fast kernels (``qkv.attention`` without a trace); layers in
@@ -136,6 +136,8 @@ class SmolLM2(Generator):
             x = x + swiglu_mlp(
                 rms_norm(x, blk.mlp_norm, eps=self.eps), blk.W_gate, blk.W_up, blk.W_down
             )
+            if progress is not None:
+                progress(i + 1, self.n_layers)
         return rms_norm(x, self.final_norm, eps=self.eps), traces
 
     def _attention(self, blk: Block, h, turn, mask, cache: KVCache | None, *, traced: bool):

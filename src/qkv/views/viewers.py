@@ -241,7 +241,7 @@ class ModelView(View):
         )
 
     def grid(self) -> dict:
-        g = grid.grid(self.run.weights)
+        g = grid.grid_of({i: self.run.layers[i] for i in self.layers})  # ≤ 64 × 64 a head
         note = (
             "One thumbnail per head: queries down, keys across, darker = more weight "
             f"(shade ∝ √weight) at the model's τ = {self.temperature:g}. Click one to "

@@ -6,6 +6,8 @@
     GET  /api/presets...        the built-in scenes, POST /api/trace a trace (scenes.py)
     GET  /api/practice...       exercises for the practice panel (practice.py)
     GET  /api/models            the real models, POST /api/model/trace one sentence (models.py)
+    POST /api/model/jobs        trace a text up to the model's context, polled (jobs.py); its
+                                heads' zoom views, binary (zoomapi.py)
     POST /api/model/patch       one head edited, the next token before/after; GET
                                 /api/model/taxonomy, /api/model/abilities (whatif.py)
     POST /api/model/attribute   which heads wrote the next token (why.py)
@@ -27,7 +29,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from qkv.trace import STEPS
-from qkv.web import errors, models, practice, scenes, schemas, whatif, why
+from qkv.web import errors, jobs, models, practice, scenes, schemas, whatif, why, zoomapi
 from qkv.web.guards import BodyLimit, HeadAsGet, KnownKeys, SecurityHeaders
 
 STATIC = Path(__file__).parent / "static"
@@ -44,8 +46,9 @@ def limits() -> dict:
         "max_token_chars": schemas.MAX_TOKEN_CHARS,
         "tau_min": schemas.TAU_MIN,
         "tau_max": schemas.TAU_MAX,
-        "model_page_tokens": models.MODEL_PAGE_TOKENS,
+        "model_page_tokens": models.PANEL_TOKENS,
         "model_max_chars": models.MAX_CHARS,
+        "model_text_chars": models.TEXT_CHARS,
         "max_answer_chars": practice.MAX_ANSWER_CHARS,
         "max_body_bytes": schemas.MAX_BODY_BYTES,
     }
@@ -83,6 +86,9 @@ def create_app(*, model_pool=None) -> FastAPI:
     extras = whatif.Extras(pool)  # each model's LM head, built once for both routers
     app.include_router(whatif.router(pool, extras))
     app.include_router(why.router(extras))
+    traces = jobs.Jobs(pool)
+    app.include_router(jobs.router(traces))
+    app.include_router(zoomapi.router(traces))
 
     @app.get("/", include_in_schema=False)
     def index():

@@ -1,8 +1,13 @@
 """The simulator's "real model" mode: a sentence through a pretrained model, one head inspected.
 
-    GET  /api/models          the models, whether each is installed, the token limit
+    GET  /api/models          the models, whether each is installed, their context (the
+                              most tokens a text may have) and character bound
     POST /api/model/trace     {model, text, layer, head, select, grid} -> the layers × heads grid
-                              of weights and one head's trace, numbers and walkthrough
+                              of weights and one head's trace, numbers and walkthrough (a text
+                              of at most PANEL_TOKENS: the panels print every number)
+
+A text up to the model's context is traced by a job (``jobs.py``) and shown by the zoom views
+(``zoomapi.py``).
 
 Each bundled model is loaded once per server process, on first use (``ModelPool``); local
 transformers directories are loaded when the server starts (``qkv serve --model DIR``) and are
@@ -20,7 +25,6 @@ import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Literal
 
-import numpy as np
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, create_model
@@ -31,9 +35,12 @@ from qkv.views import selection
 from qkv.web.errors import FieldError, shown
 from qkv.web.schemas import Index, Section, Selected, request_config
 
-MODEL_PAGE_TOKENS = 32  # the page's limit: a 32 × 32 heatmap per head stays readable
-MAX_CHARS = 400  # checked before tokenizing
-KEEP_RUNS = 4  # sentences whose traces (every layer) stay in memory, ≈ 40 MB each at 32 tokens
+PANEL_TOKENS = 32  # the panels that print every number of one head (POST /api/model/trace)
+MAX_CHARS = 400  # of such a sentence, checked before tokenizing
+CHARS_PER_TOKEN = 8  # a text may have 8 characters a token of the model's context, checked first
+TEXT_CHARS = 65_536  # and never more (8 × SmolLM2's 8,192 tokens)
+KEEP_RUNS = 4  # texts whose traces (every layer, lazy) stay in memory …
+KEEP_BYTES = 3 << 30  # … while they hold at most 3 GB together (SmolLM2: ≈ 0.7 GB at 2,048 tokens)
 
 if TYPE_CHECKING:
     ModelName = str
@@ -59,7 +66,7 @@ class ModelTraceRequest(ModelRequest):
     text: str = Field(
         min_length=1,
         max_length=MAX_CHARS,
-        description=f"the sentence; at most {MODEL_PAGE_TOKENS} tokens",
+        description=f"the sentence; at most {PANEL_TOKENS} tokens",
     )
     layer: Index = Field(0, description="layer to inspect, from 0")
     head: Index = Field(0, description="query head to inspect, from 0")
@@ -82,12 +89,15 @@ class ModelInfo(BaseModel):
     n_kv_heads: int | None = None
     d_model: int | None = None
     d_head: int | None = None
-    max_tokens: int = MODEL_PAGE_TOKENS
+    max_tokens: int | None = None  # the context: the most tokens a traced text may have
+    max_chars: int = TEXT_CHARS  # characters a text may have, checked before tokenizing
+    panel_tokens: int = PANEL_TOKENS  # the most tokens the panels that print every number show
 
 
 class Grid(BaseModel):
-    """Every layer's and head's weights, (n_layers, n_heads, L, L), one byte each:
-    weight ≈ byte / 255, row-major, base64. Enough to draw thumbnails, not to compute with."""
+    """Every layer's and head's weights, (n_layers, n_heads, R, K), one byte each: each head
+    max-pooled to at most 64 × 64 (R = K = L for a text of at most 64 tokens), weight ≈ byte /
+    255, row-major, base64. Enough to draw thumbnails, not to compute with."""
 
     shape: list[int]
     encoding: Literal["uint8/255 base64"] = grids.GRID_ENCODING
@@ -146,9 +156,10 @@ class ModelPool:
                     ) from None
             return self.loaded[name]
 
-    def run(self, model, text: str):
+    def run(self, model, text: str, progress=None):
         """The model's trace of ``text``: kept, or computed once even when several requests
-        for it arrive together (the later ones wait for the first)."""
+        for it arrive together (the later ones wait for the first). ``progress(done, n)`` as
+        each layer ends, for the bundled models."""
         key = (model.name, text)
         with self.lock:
             if key in self.runs:
@@ -165,10 +176,17 @@ class ModelPool:
                     self.run_locks.get(model.name, contextlib.nullcontext()),
                     failures_named(model.name, model.name in self.local),
                 ):
-                    result = model.trace(text)
+                    result = (
+                        model.trace(text, progress=progress)
+                        if progress is not None and model.name not in self.local
+                        else model.trace(text)
+                    )
                 with self.lock:
                     self.runs[key] = result
-                    while len(self.runs) > KEEP_RUNS:
+                    while len(self.runs) > 1 and (
+                        len(self.runs) > KEEP_RUNS
+                        or sum(getattr(r, "nbytes", 0) for r in self.runs.values()) > KEEP_BYTES
+                    ):
                         self.runs.popitem(last=False)
             finally:
                 with self.lock:
@@ -182,7 +200,12 @@ class ModelPool:
 
             package = models.NAMES[name][1].replace("-", "_")
             found = name not in self.missing and importlib.util.find_spec(package) is not None
-            return ModelInfo(name=name, installed=found)
+            return ModelInfo(
+                name=name,
+                installed=found,
+                max_tokens=models.CONTEXT.get(name),
+                max_chars=self.max_chars(name),
+            )
         return ModelInfo(
             name=name,
             local=name in self.local,
@@ -192,7 +215,15 @@ class ModelPool:
             n_kv_heads=m.n_kv_heads,
             d_model=m.d_model,
             d_head=m.d_head,
+            max_tokens=m.max_tokens,
+            max_chars=self.max_chars(name),
         )
+
+    def max_chars(self, name: str) -> int:
+        """Characters a text for ``name`` may have: CHARS_PER_TOKEN a token of its context
+        (TEXT_CHARS for a model whose context is not known)."""
+        context = getattr(self.loaded.get(name), "max_tokens", None) or models.CONTEXT.get(name)
+        return min(TEXT_CHARS, CHARS_PER_TOKEN * context) if context else TEXT_CHARS
 
 
 @contextlib.contextmanager
@@ -220,9 +251,9 @@ def in_range(field: str, value: int, n: int, what: str) -> None:
         raise FieldError(field, f"{field} must be in [0, {n}) {what}, got {value}")
 
 
-def grid(weights: np.ndarray) -> Grid:
-    """(n_layers, n_heads, L, L) weights -> one byte each."""
-    return Grid(**grids.grid(weights))
+def grid(run) -> Grid:
+    """Every layer's and head's weights max-pooled to at most 64 × 64, one byte each."""
+    return Grid(**grids.grid_of({i: run.layers[i] for i in sorted(run.layers)}))
 
 
 def encoded(pool: ModelPool, name: str, text: str, field: str = "text"):
@@ -234,7 +265,7 @@ def encoded(pool: ModelPool, name: str, text: str, field: str = "text"):
         )
     m = pool.get(name)
     try:
-        _, labels = m.encode(text, limit=MODEL_PAGE_TOKENS)
+        _, labels = m.encode(text, limit=PANEL_TOKENS)
     except ValueError as e:
         message = str(e).replace(
             "a trace keeps every step of every layer, so it reads", "the page reads"
@@ -265,7 +296,7 @@ def run(pool: ModelPool, req: ModelTraceRequest) -> dict:
         "model": pool.info(req.model).model_dump(),
         "tokens": list(result.tokens),
         "settings": {"model": req.model, "layer": req.layer, "head": req.head, "select": i},
-        "grid": grid(result.weights).model_dump() if req.grid else None,
+        "grid": grid(result).model_dump() if req.grid else None,
         **selection.answer(head, i, req.head, walk=layer),
     }
 

@@ -37,14 +37,17 @@ export function markGrid(box, layer, head) {
   }
 }
 
+// grid.sqrt: the bytes are round(255·√weight) already (qkv.views.zoom.thumbnails), else
+// round(255·weight) (qkv.views.grid); each head is R × K (max-pooled past 64 tokens).
 function thumbnail(grid, layer, head) {
-  const [, nHeads, L] = grid.shape;
-  const canvas = h("canvas", { width: L, height: L });
+  const [, nHeads, R, K] = grid.shape;
+  const canvas = h("canvas", { width: K, height: R });
   const ctx = canvas.getContext("2d");
-  const img = ctx.createImageData(L, L);
-  const offset = (layer * nHeads + head) * L * L;
-  for (let i = 0; i < L * L; i++) {
-    const [r, g, b] = rampColor(Math.sqrt(grid.bytes[offset + i] / 255));  // shade ∝ √weight
+  const img = ctx.createImageData(K, R);
+  const offset = (layer * nHeads + head) * R * K;
+  for (let i = 0; i < R * K; i++) {
+    const t = grid.bytes[offset + i] / 255;
+    const [r, g, b] = rampColor(grid.sqrt ? t : Math.sqrt(t));  // shade ∝ √weight
     img.data.set([r, g, b, 255], 4 * i);
   }
   ctx.putImageData(img, 0, 0);

@@ -4,11 +4,13 @@
 import { api, limits } from "./api.js";
 import * as why from "./attribute.js";
 import { $, disable, h } from "./dom.js";
-import { decodeGrid, gridTable, markGrid } from "./grid.js";
+import { gridTable, markGrid } from "./grid.js";
+import * as longText from "./modelzoom.js";
 import { render } from "./render.js";
 import * as overlay from "./taxonomy.js";
 import * as whatif from "./whatif.js";
 
+const URL_TEXT = 2000;  // characters of text the URL keeps
 const DEFAULT_TEXT = "The cat sat on the mat because it was tired";
 const MODEL_NOTES = {
   "minilm-l6": "MiniLM-L6 (BERT encoder): 6 layers × 12 heads, d_head 32, d_model 384; " +
@@ -29,9 +31,12 @@ const note = (name) => {
 const state = { model: "smollm2-135m", text: DEFAULT_TEXT, layer: 0, head: 0, select: null,
                 stage: "weights" };
 let info = [];        // GET /api/models
-let grid = null;      // {shape, bytes} of the last full run
+let grid = null;      // {key, shape, bytes, sqrt} of the last run's pooled thumbnails
+let zoom = null;      // the zooming heatmap's panel (modelzoom.js)
+let traced = null;    // the last trace job: {run, tokens, ...}
 let answer = null;    // the last POST /api/model/trace answer
 let asked = 0;        // request counter: only the latest answer is painted
+let tracing = 0;      // trace counter: only the latest text is shown
 let paints = 0;
 let bounds = null;    // GET /api/limits
 const saved = {};     // what the scenes' page showed where this mode writes
@@ -69,13 +74,12 @@ function build() {
                            onsubmit: (e) => { e.preventDefault(); runText(); } },
     h("label", {}, "model ", h("select", {
       id: "model-name", "aria-label": "model",
-      onchange: (e) => { $("lesson").textContent = note(e.target.value); } })),
-    h("label", { class: "grow" }, "text ", h("input", {
-      id: "model-text", type: "text", maxlength: bounds.model_max_chars, spellcheck: "false",
-      "aria-label": `sentence (at most ${bounds.model_page_tokens} tokens)`,
-      placeholder: DEFAULT_TEXT })),
+      onchange: (e) => { $("lesson").textContent = note(e.target.value); context(); } })),
+    h("label", { class: "grow" }, "text ", h("textarea", {
+      id: "model-text", rows: 2, maxlength: bounds.model_text_chars, spellcheck: "false",
+      "aria-label": "text (up to the model's context)", placeholder: DEFAULT_TEXT })),
     h("button", { type: "submit", id: "model-run" }, "run"),
-    h("span", { class: "hint" }, `at most ${bounds.model_page_tokens} tokens`),
+    h("span", { class: "hint", id: "model-context" }, "up to the model's context"),
     h("span", { id: "model-status", class: "hint", "aria-live": "polite" }));
   $("controls").after(form);
 
@@ -87,12 +91,15 @@ function build() {
       "the panels below; click a token there to change the query."),
     h("div", { id: "grid", class: "scroll" }),
     h("p", { class: "hint", id: "model-limits" },
-      `Limits: at most ${bounds.model_page_tokens} tokens; X (d_model wide) and the weight `,
+      `Limits: the text up to the model's context; the panels below print every number for `,
+      `texts of at most ${bounds.model_page_tokens} tokens (longer ones: the zooming heatmap); `,
+      "X (d_model wide) and the weight ",
       "matrices W_Q, W_K, W_V, W_O ",
       "are not shown — too wide to read (the walkthrough prints X's first 8 columns); τ = 1 ",
       "and the model's own scale and mask; thumbnails are rounded to 1/255, the panels below ",
       "hold the exact float32 numbers."));
   document.querySelector("main").prepend(panel);
+  zoom = longText.install(panel, { onSelect: pickQuery, onError: (m) => status(m, true) });
   overlay.install(panel, () => drawGrid());
   whatif.install(panel);
   why.install(panel, pick);
@@ -104,6 +111,16 @@ async function fillModels() {
   if (own) state.model = own.name;
   $("model-name").replaceChildren(...info.map((m) => new Option(m.name, m.name)));
   $("model-name").value = state.model;
+  context();
+}
+
+// the chosen model's limits, as GET /api/models says them
+function context() {
+  const m = info.find((x) => x.name === $("model-name").value);
+  $("model-text").maxLength = m?.max_chars ?? bounds.model_text_chars;
+  $("model-context").textContent = m?.max_tokens
+    ? `up to ${m.max_tokens.toLocaleString("en")} tokens (${m.name}'s context)`
+    : "up to the model's context";
 }
 
 // ---- entering and leaving ----------------------------------------------------------------
@@ -116,8 +133,9 @@ function show(model) {
   $("controls").hidden = model;
   $("model-controls").hidden = !model;
   $("panel-grid").hidden = !model;
-  $("panel-whatif").hidden = !model;
-  $("panel-why").hidden = !model;
+  $("panel-zoom").hidden = !model || !traced;
+  $("panel-whatif").hidden = !model || long();
+  $("panel-why").hidden = !model || long();
   $("panel-w").hidden = model;
   $("panel-notes").hidden = model;
   const hint = document.querySelector("#panel-x .hint");
@@ -139,7 +157,7 @@ async function enter() {
   $("model-name").value = state.model;
   $("model-text").value = state.text;
   writeURL();
-  if (answer) paint(); else await runText();
+  if (traced) { if (answer) paint(); else paintLong(); } else await runText();
 }
 
 function leave() {
@@ -156,34 +174,64 @@ async function runText() {
   state.text = $("model-text").value.trim() || DEFAULT_TEXT;
   $("model-text").value = state.text;
   state.select = null;  // the last token of the new text
-  const loaded = info.find((m) => m.name === state.model)?.n_layers != null;  // sizes: loaded
-  await ask(true, loaded ? `running ${state.model}…` :
-    `loading ${state.model} (a few seconds the first time), then running it…`);
+  await trace();
 }
 
-// Latest wins: an answer that a newer question overtook is dropped. The grid comes along
-// whenever the one on the page is not this sentence's.
-async function ask(withGrid, message = "") {
-  const n = ++asked;
+// Trace the text (a job with a progress bar), then show the selected head: the zooming
+// heatmap always, the panels that print every number when the text is short enough.
+async function trace(message) {
+  const n = ++tracing;
+  const loaded = info.find((m) => m.name === state.model)?.n_layers != null;  // sizes: loaded
+  disable($("model-run"), `running ${state.model} on this text…`);
+  status(message || (loaded ? `running ${state.model}…` :
+    `loading ${state.model} (a few seconds the first time), then running it…`));
   const key = `${state.model}|${state.text}`;
-  withGrid = withGrid || !grid || grid.key !== key;
-  disable($("model-run"), withGrid ? `running ${state.model} on this sentence…` : "");
-  status(message || (withGrid ? `running ${state.model}…` : ""));
+  try {
+    const job = await zoom.trace(state.model, state.text, (thumbs) => {
+      grid = { key, shape: thumbs.header.shape, bytes: thumbs.data, sqrt: true };
+      if (key === `${state.model}|${state.text}` && active()) drawGrid();
+    });
+    if (!job || n !== tracing) return;
+    info = await api("/api/models");  // the model is loaded now: its sizes are known
+    context();
+    if (state.select === null) state.select = job.tokens - 1;
+    await zoom.show(state.layer, state.head, state.select);  // the server checks all three
+    if (n !== tracing) return;
+    traced = { ...job, key };
+    document.body.dataset.long = long() ? "true" : "false";
+    $("panel-zoom").hidden = false;
+    $("panel-whatif").hidden = long();
+    $("panel-why").hidden = long();
+    zoom.note(long() ? `This text has ${job.tokens.toLocaleString("en")} tokens: the panels ` +
+      `that print every number show texts of at most ${bounds.model_page_tokens}, so its ` +
+      "weights are shown here alone." : "");
+    if (long()) paintLong(); else { await job.thumbs.catch(() => null); await ask(); }
+    if (n === tracing) status("");
+  } catch (e) {
+    if (n === tracing) status(`the server refused this: ${e.message}`, true);
+  } finally {
+    if (n === tracing) disable($("model-run"), "");
+  }
+}
+
+// whether the traced text is too long for the panels that print every number
+const long = () => Boolean(traced && traced.tokens > bounds.model_page_tokens);
+
+// The panels' answer for the selected head and query. Latest wins: an answer that a newer
+// question overtook is dropped.
+async function ask() {
+  const n = ++asked;
   try {
     const data = await api("/api/model/trace", {
       model: state.model, text: state.text, layer: state.layer, head: state.head,
-      select: state.select, grid: withGrid });
+      select: state.select, grid: false });
     if (n !== asked) return;
-    if (withGrid) grid = { key, ...decodeGrid(data.grid) };
     const known = info.find((m) => m.name === data.model.name);
     if (known) Object.assign(known, data.model);
     answer = data;
-    status("");
     paint();
   } catch (e) {
     if (n === asked) status(`the server refused this: ${e.message}`, true);
-  } finally {
-    if (n === asked) disable($("model-run"), "");
   }
 }
 
@@ -200,6 +248,7 @@ function paint() {
                 head: s.head, temperature: 1 },
     trace: answer.trace, selected: answer.selected, walkthrough: answer.walkthrough,
   };
+  if (long()) return paintLong();
   render($("panels"), result, {
     steps: bounds.steps, scene: null, edits: {}, state, editsVersion: 0, onSelect: choose,
     onStage: setStage, onEdit: () => {}, onError: (m) => status(m, true) });
@@ -220,9 +269,26 @@ function paint() {
   document.body.dataset.modelRenders = String(paints);
 }
 
+// A long text: the zooming heatmap and the grid stand for the panels.
+function paintLong() {
+  if (!active()) return;
+  drawGrid();
+  $("lesson").textContent = note(state.model);
+  writeURL();
+  paints += 1;
+  document.body.dataset.modelRenders = String(paints);
+}
+
 function choose(i) {
   state.select = i;
-  ask(false);
+  zoom.select(i);
+  ask();
+}
+
+// a query picked on the zooming heatmap
+function pickQuery(q) {
+  state.select = q;
+  if (long()) writeURL(); else ask();
 }
 
 function setStage(stage) {
@@ -233,28 +299,34 @@ function setStage(stage) {
 function pick(layer, head) {
   state.layer = layer;
   state.head = head;
-  ask(false);
+  zoom.show(layer, head, state.select);
+  if (long()) paintLong(); else ask();
 }
 
 function drawGrid() {
-  const L = grid.shape[2];
   const box = $("grid");
-  const key = `${answer.settings.model}|${answer.tokens.join("|")}`;
+  if (!grid || grid.key !== traced?.key) {
+    box.replaceChildren(h("p", { class: "hint" }, "the thumbnails appear once every head is pooled…"));
+    delete box.dataset.key;
+    return;
+  }
+  const key = grid.key;
   if (box.dataset.key !== key) {
     box.dataset.key = key;
     box.replaceChildren(gridTable(grid, pick));
   }
   markGrid(box, state.layer, state.head);
-  $("grid-title").textContent = `· ${answer.settings.model}, ${L} tokens · ` +
+  $("grid-title").textContent = `· ${state.model}, ${traced.tokens} tokens · ` +
     `selected: layer ${state.layer}, head ${state.head}`;
-  overlay.paint(box, answer.settings.model, () => drawGrid());
+  overlay.paint(box, state.model, () => drawGrid());
 }
 
 // ---- URL -----------------------------------------------------------------------------------
 
 function writeURL() {
-  const p = new URLSearchParams({ mode: "model", model: state.model, text: state.text,
-                                  layer: String(state.layer), head: String(state.head) });
+  const p = new URLSearchParams({ mode: "model", model: state.model, layer: String(state.layer),
+                                  head: String(state.head) });
+  if (state.text.length <= URL_TEXT) p.set("text", state.text);  // a long text stays out
   if (state.select !== null) p.set("token", String(state.select));
   history.replaceState(null, "", `${location.pathname}?${p}`);
 }
@@ -263,7 +335,7 @@ function readURL() {
   const p = new URLSearchParams(location.search);
   const int = (v) => (v !== null && /^\d+$/.test(v) ? Number(v) : null);
   if (info.some((m) => m.name === p.get("model"))) state.model = p.get("model");
-  if (p.get("text")) state.text = p.get("text").slice(0, bounds.model_max_chars);
+  if (p.get("text")) state.text = p.get("text").slice(0, bounds.model_text_chars);
   state.layer = int(p.get("layer")) ?? 0;
   state.head = int(p.get("head")) ?? 0;
   state.select = int(p.get("token"));
@@ -291,14 +363,14 @@ async function start() {
   show(true);
   $("model-name").value = state.model;
   $("model-text").value = state.text;
-  // a shared URL: its layer, head and token are checked by the server; if it refuses them,
-  // the sentence is shown from layer 0, head 0, its last token (the error stays visible)
-  await ask(true, `loading ${state.model} (a few seconds the first time), then running it…`);
-  if (!answer) {
+  // a shared URL: its layer, head and token are checked; if one is refused, the text is
+  // shown from layer 0, head 0, its last token (the error stays visible)
+  await trace(`loading ${state.model} (a few seconds the first time), then running it…`);
+  if (!traced) {
     const why = $("error").textContent;
     Object.assign(state, { layer: 0, head: 0, select: null });
-    await ask(true, `running ${state.model}…`);
-    if (answer && why) status(`${why} — showing layer 0, head 0 instead`, true);
+    await trace(`running ${state.model}…`);
+    if (traced && why) status(`${why} — showing layer 0, head 0 instead`, true);
   }
 }
 
