@@ -54,6 +54,7 @@ def test_cli_page_has_a_section_with_the_help_of_every_command():
 
     text = _hook("cli_reference").markdown()
     assert "<!-- every command's --help" in (DOCS / "cli.md").read_text()
+    assert "\\b" not in text  # click's no-rewrap marker is the backspace character, not "\\b"
     ctx = click.Context(main, info_name="qkv")
     for name in COMMANDS:
         assert re.search(rf"^## qkv {name}\n\n```text\nUsage: qkv {name} ", text, re.M), name
