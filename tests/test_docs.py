@@ -54,6 +54,7 @@ def test_cli_page_has_a_section_with_the_help_of_every_command():
 
     text = _hook("cli_reference").markdown()
     assert "<!-- every command's --help" in (DOCS / "cli.md").read_text()
+    assert "\\b" not in text  # click's no-rewrap marker is the backspace character, not "\\b"
     ctx = click.Context(main, info_name="qkv")
     for name in COMMANDS:
         assert re.search(rf"^## qkv {name}\n\n```text\nUsage: qkv {name} ", text, re.M), name
@@ -145,3 +146,26 @@ def test_the_docstring_layout_makes_only_parameter_lines_items():
     assert "  broadcastable to (L, S)." in out
     assert "- **scale, tau (> 0)**: numbers." in out
     assert out[-2:] == ["", "Returns out."]
+
+
+def test_getting_started_says_how_to_get_torch_for_the_cpu():
+    text = " ".join((DOCS / "getting-started.md").read_text().split())
+    assert "pip install torch --index-url https://download.pytorch.org/whl/cpu" in text
+    assert "PyPI's CUDA build" in text
+    makefile = (ROOT / "Makefile").read_text()
+    pinned = re.search(r"^TORCH\s*:=\s*torch==(\S+)$", makefile, re.M).group(1)
+    assert f"add `=={pinned}` for the version `make test` pins" in text
+    assert re.search(r'^torch = \["torch', (ROOT / "pyproject.toml").read_text(), re.M)
+
+
+def test_the_lab_page_reads_the_checkpoint_that_lab_train_writes():
+    click = pytest.importorskip("click")
+    from qkv.cli.lab import lab
+
+    ctx = click.Context(lab, info_name="lab")
+    train = next(p for p in lab.get_command(ctx, "train").params if p.name == "out")
+    assert "--out" in train.opts
+    text = (DOCS / "lab.md").read_text()
+    trained = re.search(r"^qkv lab train (.*--out .*)$", text, re.M).group(1).split()
+    read = re.search(r"^qkv explain --checkpoint (\S+)", text, re.M).group(1)
+    assert trained[trained.index("--out") + 1] == read

@@ -28,7 +28,7 @@ def test_the_page_traces_2048_tokens_zooms_and_selects_a_query(browser, model_se
     assert smollm2.encode(prefix)[0] == ids[:160]
     want = reference_weights(smollm2.trace(prefix, layers=[0]).layer(0), 4, slice(0, 160))
 
-    with watched_page(browser, height=1600) as (page, _):
+    with watched_page(browser, height=1600) as (page, watch):
         page.goto(f"{model_server_url}/?mode=model&model=smollm2-135m&layer=0&head=4")
         page.wait_for_function("() => Number(document.body.dataset.modelRenders || 0) >= 1",
                                timeout=300_000)  # fmt: skip
@@ -100,3 +100,4 @@ def test_the_page_traces_2048_tokens_zooms_and_selects_a_query(browser, model_se
             timeout=300_000,
         )
         assert page.locator("#grid button.thumb canvas").first.get_attribute("width") == "64"
+        assert watch.errors == [], watch.errors  # named here; watched_page checks it too

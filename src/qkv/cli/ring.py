@@ -51,7 +51,7 @@ def ring(world_size, T, heads, d, causal, dtype, grad, timeout, fmt):
     1e-10; float32: twice the float32 single-process error plus a bound on the rounding the
     ring's merges add: qkv.distributed.check.float32_tolerance).
 
-    \\b
+    \b
     Examples:
       qkv ring --world-size 2 --T 4096
       qkv ring -n 4 --T 1001 --causal --dtype float64 --grad
