@@ -11,7 +11,7 @@ import pytest
 from qkv import MultiHeadAttention, attention, masks
 from qkv.lazy import LazyTrace, lazy_attention
 from qkv.steps import ROWS
-from qkv.tiles import Source
+from qkv.tiles import SHARED, Shelf, Source, TileCache
 
 
 def same(a, b) -> bool:
@@ -147,12 +147,28 @@ def test_the_tile_cache_stays_within_its_bytes():
     rng = np.random.default_rng(1)
     q, k, v = (rng.normal(size=(4, 3 * ROWS, 8)).astype(np.float32) for _ in range(3))
     _, lazy = lazy_attention(q, k, v, causal=True)
-    cache = lazy.source.cache
-    cache.max_bytes = 5 * ROWS * 3 * ROWS * 4  # five (ROWS, S) float32 arrays
+    cache = lazy.source.cache = TileCache(5 * ROWS * 3 * ROWS * 4)  # five (ROWS, S) float32
     lazy["weights"]
     assert 0 < cache.bytes <= cache.max_bytes
     held = [{id(a): a.nbytes for a in t.values()} for t in cache.tiles.values()]  # τ = 1: tempered
     assert cache.bytes == sum(sum(t.values()) for t in held)  # is scaled, counted once
+
+
+def test_every_lazy_trace_shares_one_tile_budget_and_clears_only_its_own_tiles():
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.normal(size=(2, ROWS, 8)).astype(np.float32) for _ in range(3))
+    store = TileCache(10 * ROWS * ROWS * 4)
+    traces = [lazy_attention(q, k, v)[1] for _ in range(3)]
+    for tr in traces:
+        tr.source.cache = Shelf(store)
+    for tr in traces:
+        tr.head(0)["weights"]
+    assert 0 < store.bytes <= store.max_bytes  # three traces, one budget
+    tokens = {key[0] for key in store.tiles}
+    traces[0].source.cache.clear()
+    assert {key[0] for key in store.tiles} == tokens - {traces[0].source.cache.token}
+    np.testing.assert_array_equal(traces[0].head(0)["weights"], traces[1].head(0)["weights"])
+    assert lazy_attention(q, k, v)[1].source.cache.store is SHARED  # the default
 
 
 def test_a_2048_token_trace_holds_x_q_k_v_and_out_and_nothing_of_size_L_by_L():

@@ -5,7 +5,9 @@ numbers are the eager trace's bit for bit); ``TileCache`` keeps the tiles read l
 
 from __future__ import annotations
 
+import itertools
 import math
+import threading
 from collections import OrderedDict
 
 import numpy as np
@@ -15,7 +17,7 @@ from qkv.reference import traced_steps
 from qkv.steps import ROWS, kv_head, rows_matmul
 from qkv.trace import to_numpy
 
-CACHE_BYTES = 128 << 20  # bytes of tiles kept for the next read
+CACHE_BYTES = 128 << 20  # bytes of tiles kept for the next read, all lazy traces together
 
 
 class Source:
@@ -44,7 +46,7 @@ class Source:
         self.sinks = None if sinks is None else to_numpy(sinks).reshape(-1)
         self.W_O = None if W_O is None else to_numpy(W_O)
         self.b_O = None if b_O is None else to_numpy(b_O)
-        self.cache = TileCache(CACHE_BYTES)
+        self.cache: TileCache | Shelf = Shelf(SHARED)
 
     @classmethod
     def of(cls, p: checks.Problem, *, rule: masks.Rule | None = None, **kwargs) -> Source:
@@ -111,33 +113,62 @@ def _full_ndim(a: np.ndarray, ndim: int) -> np.ndarray:
     return a.reshape((1,) * (ndim - a.ndim) + a.shape) if a.ndim < ndim else a
 
 
+class Shelf:
+    """One source's part of a shared ``TileCache``: its keys, its ``clear``."""
+
+    _made = itertools.count()
+
+    def __init__(self, store: TileCache):
+        self.store, self.token = store, next(Shelf._made)  # never reused, unlike id()
+        self.max_bytes = store.max_bytes
+
+    def get(self, key):
+        return self.store.get((self.token, key))
+
+    def put(self, key, tile: dict) -> None:
+        self.store.put((self.token, key), tile)
+
+    def clear(self) -> None:
+        self.store.drop(lambda key: key[0] == self.token)
+
+
 class TileCache:
     """The tiles read last, up to ``max_bytes`` (least recently read dropped first)."""
 
     def __init__(self, max_bytes: int):
         self.max_bytes, self.bytes = max_bytes, 0
         self.tiles: OrderedDict = OrderedDict()
+        self.lock = threading.Lock()  # a server reads tiles from several threads
 
     def get(self, key):
-        found = self.tiles.get(key)
-        if found is not None:
-            self.tiles.move_to_end(key)
-        return found
+        with self.lock:
+            found = self.tiles.get(key)
+            if found is not None:
+                self.tiles.move_to_end(key)
+            return found
 
     def clear(self) -> None:
         """Drop every tile kept."""
-        self.tiles.clear()
-        self.bytes = 0
+        self.drop(lambda key: True)
+
+    def drop(self, which) -> None:
+        """Drop the tiles whose key ``which(key)`` holds."""
+        with self.lock:
+            for key in [k for k in self.tiles if which(k)]:
+                self.bytes -= held_bytes(self.tiles.pop(key).values())
 
     def put(self, key, tile: dict) -> None:
         size = held_bytes(tile.values())
         if size > self.max_bytes:
             return
-        self.tiles[key] = tile
-        self.bytes += size
-        while self.bytes > self.max_bytes:
-            _, old = self.tiles.popitem(last=False)
-            self.bytes -= held_bytes(old.values())
+        with self.lock:
+            if key in self.tiles:
+                self.bytes -= held_bytes(self.tiles.pop(key).values())
+            self.tiles[key] = tile
+            self.bytes += size
+            while self.bytes > self.max_bytes:
+                _, old = self.tiles.popitem(last=False)
+                self.bytes -= held_bytes(old.values())
 
 
 def held_bytes(arrays) -> int:
@@ -151,3 +182,6 @@ def held_bytes(arrays) -> int:
             base = base.base
         seen[id(base)] = base.nbytes
     return sum(seen.values())
+
+
+SHARED = TileCache(CACHE_BYTES)  # one budget for every lazy trace of the process
