@@ -93,7 +93,6 @@ def table(
             }
             if progress is not None:
                 progress(li * n_heads + h + 1, total)
-        _forget(view, lay)
     words = leaves_out(view, temperature)
     info = {
         **view.info(),
@@ -113,13 +112,3 @@ def planes(a: np.ndarray) -> np.ndarray:
 
 def _sizes(w: np.ndarray) -> dict:
     return {"L": int(w.shape[0]), "S": int(w.shape[1])}
-
-
-def _forget(view: View, layer: int) -> None:
-    """Drop the tiles a model's layer keeps of its reads (each layer's cache would hold its own
-    128 MB otherwise)."""
-    run = getattr(view, "run", None)
-    source = getattr(run.layer(layer), "source", None) if run is not None else None
-    cache = getattr(source, "cache", None)
-    if cache is not None:
-        cache.clear()

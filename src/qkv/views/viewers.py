@@ -299,7 +299,7 @@ class ModelView(View):
             return super().shown(temperature=temperature, head=head, layer=layer)
         return self._head(float(temperature), head, layer), None
 
-    @functools.lru_cache(maxsize=4)  # noqa: B019 - each keeps its own tiles (tiles.CACHE_BYTES)
+    @functools.lru_cache(maxsize=4)  # noqa: B019 - a view lives as long as its widget
     def _head(self, temperature: float, head: int, layer: int):
         """The chosen head as a lazy trace: nothing computed until a reader asks."""
         return zoom.at_temperature(self.run.layer(layer), temperature).head(head)
