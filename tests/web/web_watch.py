@@ -38,10 +38,10 @@ def watched_page(browser, *, width: int = 1400, height: int = 900, **options):
     context.route("**/*", watch.route)
     page = context.new_page()
     page.on("console", lambda m: watch.errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: watch.errors.append(str(e)))
+    page.on("pageerror", lambda e: watch.errors.append(f"{e}\n{e.stack}"))
     yield page, watch
     context.close()
-    assert watch.errors == [], "console errors"
+    assert watch.errors == [], f"console errors: {watch.errors}"
     assert watch.blocked == [], "requests that would have left 127.0.0.1"
 
 

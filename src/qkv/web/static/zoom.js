@@ -321,6 +321,7 @@ export function zoomView(root, source, options = {}) {
   }
 
   function drawRowPart() {
+    if (!st.view) return;  // the row came before the overview: redraw() draws it then
     const [, , c0, c1] = st.view;
     parts.drawRow(row, st.rowData, [c0, c1], ML + W);
   }
