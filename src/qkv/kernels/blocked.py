@@ -128,14 +128,15 @@ def blocked_attention(q, k, v, *, block_q=None, block_k=None, workers=None, plan
         plan.softcap = softcap
         names = ("q", "k", "v", "mask", "bias", "sinks", "k_norm", "out")
         items = [(u0, u1, rows) for u0, u1 in plan.unit_chunks() for rows in plan.row_blocks()]
-        items.sort(key=lambda item: -plan.cost(item[2]))  # longest first: no thread idles late
+        workers = min(workers, len(items))
+        if workers > 1:  # longest first: no thread idles late (one thread: head by head)
+            items.sort(key=lambda item: -plan.cost(item[2]))
 
         def run(item):
             u0, u1, rows = item
             with np.errstate(invalid="ignore", over="ignore"):  # non-finite: see dispatch
                 plan.tile(*(units.take(name, u0, u1) for name in names), rows)
 
-        workers = min(workers, len(items))
         try:
             with single_threaded_blas():  # measured: threads over tiles beat threaded BLAS
                 if workers <= 1:
@@ -298,15 +299,17 @@ class _Plan:
             s4 = s.reshape(s.shape[0], h1 - h0, i1 - i0, j1 - j0)  # a view of the buffer
             np.add(s4, b_u[:, h0:h1, i0:i1, j0:j1], out=s4)  # (u or 1, h, i, bk) broadcasts
 
-    def _quiet(self, qs, kn_u):
+    def _quiet(self, qs, kn_u, q_norm=None):
         """Whether every score is small enough for the unshifted path, in the plan's score units
         (log₂ for the fused plan: the same magnitudes), from the bound max|q_i|·max|k_j|
-        (Cauchy–Schwarz; qs holds scale/τ, kn_u each unit's largest key norm). When it holds,
+        (Cauchy–Schwarz; qs holds scale/τ, kn_u each unit's largest key norm, q_norm the
+        largest |q_i| when the caller has it). When it holds,
         exp(s) neither overflows nor underflows a row's largest term, so the shift by the
         running max (and the rescaling it brings) can be left out: the stabiliser stays 0, and
         the max and shift passes over every tile are saved. A softcap bounds |capped| by cap
         whatever the inputs; a NaN bound (a NaN input) keeps the shifted path."""
-        q_norm = np.sqrt(np.einsum("und,und->un", qs, qs).max())  # (u, n) -> ()
+        if q_norm is None:
+            q_norm = np.sqrt(np.einsum("und,und->un", qs, qs).max())  # (u, n) -> ()
         bound = float(q_norm) * float(kn_u.max()) * 1.01  # 1% for the rounding of the norms
         if self.softcap is not None and bound == bound:  # not NaN
             bound = min(bound, self.softcap * self.log_base)

@@ -176,7 +176,7 @@ class _FusedPlan(blocked._Plan):
         no_bias = np.zeros((1, 1, 1, 1), dtype=self.dtype)
         # every score small enough for 2^s as it is (blocked._Plan._quiet): no max, no rescale
         fixed = kn_u is not None and m_u is None
-        if fixed and self._quiet(qs, kn_u):
+        if fixed and self._quiet(qs, kn_u, math.sqrt(kernels["norm"](qs))):
             m[:] = 0.0
         else:
             fixed = False
@@ -216,13 +216,14 @@ class _FusedPlan(blocked._Plan):
             else:
                 np.matmul(s, vb, out=pv)  # (u, n, bk) @ (u, bk, d_v)
             acc += pv
-        # no key seen, or every score it sees is −inf (a NaN stays NaN)
-        dead = (ell == 0) | (m == -np.inf)
-        if (m == np.inf).any() or dead.any() and (dead & self._sees_keys(m_u, rows, pos)).any():
+        # z = a / ℓ; a row that saw no key, or whose every score is −inf, gets 0 (NaN stays)
+        status = kernels["finish"](m, ell, acc, out_u[:, h0:h1, i0:i1])
+        if (
+            status == 1
+            or status == 2
+            and (((ell == 0) | (m == -np.inf)) & self._sees_keys(m_u, rows, pos)).any()
+        ):
             raise blocked._NoWeight  # a +inf score or a row without weight: the reference decides
-        np.divide(acc, ell[..., None], out=acc, where=~dead[..., None])
-        acc[dead] = 0.0
-        out_u[:, h0:h1, i0:i1] = acc.reshape(u, h1 - h0, i1 - i0, self.d_v)
 
 
 def _decode_blas(qs, ks, vs, out):

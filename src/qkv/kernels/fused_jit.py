@@ -44,9 +44,16 @@ DECODE_BLOCK = 256  # keys per block in the decode loop: a block's scores stay i
 
 
 def build() -> dict[str, Callable[..., Any]]:
-    """{"tile32", "tile64", "decode32", "decode64"}: the compiled functions (numba compiles
-    each dtype on its first call, or loads it from its cache)."""
-    return {"tile32": tile, "tile64": tile, "decode32": decode, "decode64": decode}
+    """{"tile32", "tile64", "decode32", "decode64", "norm", "finish"}: the compiled
+    functions (numba compiles each dtype on its first call, or loads it from its cache)."""
+    return {
+        "tile32": tile,
+        "tile64": tile,
+        "decode32": decode,
+        "decode64": decode,
+        "norm": largest_norm,
+        "finish": finish,
+    }
 
 
 def _intrinsic(codegen_typing) -> Callable[..., Any]:
@@ -214,7 +221,11 @@ def _signatures(kind: str) -> list:
             return types.Array(dtype, n, "A", readonly=True)
 
         i, b = types.int64, types.boolean
-        if kind == "tile":  # s, m, ell, acc, pos, j0, diagonal, offset, seen, has_mask, bias,
+        if kind == "norm":  # rows (u, n, d) -> the largest squared norm
+            out.append(f(written(3)))
+        elif kind == "finish":  # m, ell, acc, out (u, h, i, d_v) -> status
+            out.append(types.int64(written(2), written(2), written(3), types.Array(f, 4, "A")))
+        elif kind == "tile":  # s, m, ell, acc, pos, j0, diagonal, offset, seen, has_mask, bias,
             # has_bias, fixed -> partial
             args = (written(3), written(2), written(2), written(3), read(i, 1), i, b, i)
             out.append(b(*args, read(b, 3), b, read(f, 4), b, b))
@@ -332,3 +343,40 @@ def decode(q, k, v, seen, has_mask, L, causal, offset, out):
                     out[a, i, c] = np.nan
                 else:
                     out[a, i, c] = acc[i, c] / ell[i] if ell[i] != 0.0 else 0.0
+
+
+@numba.njit(_signatures("norm"), **OPTS)
+def largest_norm(rows):
+    """max_i |rows_i|² over the rows of (u, n, d); NaN if a row holds NaN."""
+    big = np.zeros(1, rows.dtype)[0]
+    for a in range(rows.shape[0]):
+        for i in range(rows.shape[1]):
+            t = _like(big, 0.0)
+            for c in range(rows.shape[2]):
+                t += rows[a, i, c] * rows[a, i, c]
+            big = _maximum(big, t)
+    return big
+
+
+@numba.njit(_signatures("finish"), **OPTS)
+def finish(m, ell, acc, out):
+    """A tile's rows done: z = a / ℓ into out (u, h, i, d_v), from m, ell (u, n) and acc
+    (u, n, d_v), n = h·i. Returns 1 (nothing written) when a score was +inf (m = +inf);
+    else 2 when some row summed no weight (ℓ = 0 or m = −inf: its z is 0), else 0."""
+    u, n, d_v = acc.shape
+    per = out.shape[2]
+    for a in range(u):
+        for i in range(n):
+            if m[a, i] == np.inf:
+                return 1
+    status = 0
+    for a in range(u):
+        for i in range(n):
+            dst = out[a, i // per, i % per]
+            if ell[a, i] == 0.0 or m[a, i] == -np.inf:
+                status = 2
+                dst[:] = 0.0
+            else:
+                for c in range(d_v):
+                    dst[c] = acc[a, i, c] / ell[a, i]
+    return status
