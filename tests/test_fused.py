@@ -47,6 +47,20 @@ def test_matches_float64_reference(rng, shape, causal, width):
     np.testing.assert_allclose(got, reference(q, k, v, causal=causal), atol=5e-5, rtol=0)
 
 
+@pytest.mark.parametrize("tiles", [(64, 32), (32, 64), (48, 48), (7, 5)])
+@pytest.mark.parametrize("causal", [True, "top-left"])
+@pytest.mark.parametrize("width", [1.0, 4.0])
+def test_causal_diagonal_cut_into_row_pieces_matches_reference(rng, tiles, causal, width):
+    # rows of one head take a diagonal block in pieces, each to its own last key
+    from qkv.kernels import fused
+
+    q, k, v = problem(rng, 3, 3, 150, 190, 16, width=width)
+    rule = {"causal": "bottom-right" if causal is True else causal, "scale": 0.25}
+    got = fused.fused_attention(q, k, v, block_q=tiles[0], block_k=tiles[1], **rule)
+    want = reference(q, k, v, causal=causal, scale=0.25)
+    np.testing.assert_allclose(got, want, atol=5e-5, rtol=0)
+
+
 @pytest.mark.parametrize("L", [1, 3, 113])  # the decode loop (few rows) and the tiles
 def test_masks_and_fully_masked_rows(rng, L):
     q, k, v = problem(rng, 4, 2, L, 203, 16, d_v=11)
