@@ -62,6 +62,8 @@ def bert_mlp(x, W_in, b_in, W_out, b_out):
     return linear(gelu_erf(linear(x, W_in) + b_in), W_out) + b_out
 
 
-def swiglu_mlp(x, W_gate, W_up, W_down):
-    """(silu(x·W_gate) ⊙ x·W_up)·W_down: (..., L, d_model) -> (..., L, d_mlp) -> (..., L, d_model)."""
-    return linear(silu(linear(x, W_gate)) * linear(x, W_up), W_down)
+def swiglu_mlp(x, W_gate, W_up, W_down, *, times=None):
+    """(silu(x·W_gate) ⊙ x·W_up)·W_down: (..., L, d_model) -> (..., L, d_mlp) -> (..., L, d_model).
+    ``times(x, W)`` computes each x·W (``linear`` by default)."""
+    times = times or linear
+    return times(silu(times(x, W_gate)) * times(x, W_up), W_down)

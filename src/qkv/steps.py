@@ -51,7 +51,14 @@ ROWS = 256
 
 def namespace(*arrays):
     """The array-API namespace shared by the given arrays (None entries ignored)."""
-    return array_namespace(*[a for a in arrays if a is not None])
+    given = [a for a in arrays if a is not None]
+    if given and all(type(a) is np.ndarray for a in given):
+        return _NUMPY  # the common case, without array-api-compat's lookup (a decoding step
+        # asks a few hundred times per token)
+    return array_namespace(*given)
+
+
+_NUMPY = array_namespace(np.empty(0))
 
 
 def project(x, W, b=None):

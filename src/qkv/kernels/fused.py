@@ -109,16 +109,18 @@ def fused_attention(q, k, v, *, workers=None, block_q=None, block_k=None, **rule
             plan=functools.partial(_FusedPlan, finite_v=finite),
         )
         return out if out is None or out.dtype == dtype else out.astype(dtype)
-    batch = np.broadcast_shapes(q4.shape[:-3], k4.shape[:-3], v4.shape[:-3])
+    batch = q4.shape[:-3]
+    if not batch == k4.shape[:-3] == v4.shape[:-3]:
+        batch = np.broadcast_shapes(q4.shape[:-3], k4.shape[:-3], v4.shape[:-3])
     U = math.prod(batch) * G
     if U == 0:  # no heads or an empty batch: an empty output
         out = np.zeros((*batch, G * r, L, d_v), dtype=dtype)
         return out.reshape(out.shape[nd - max(q.ndim, k.ndim, v.ndim) :])
     # (..., H, L, d_k) -> (U, r·L, d_k): the rows that share a K/V head, times c·log₂e
-    qs = np.broadcast_to(layout.split_heads(q4, G, r), (*batch, G, r, L, d_k))
+    qs = _expanded(layout.split_heads(q4, G, r), (*batch, G, r, L, d_k))
     qs = np.multiply(qs.reshape(U, r * L, d_k), factor, dtype=work, order="C")
-    ks = np.broadcast_to(k4, (*batch, G, S, d_k)).reshape(U, S, d_k)  # a view when it can be
-    vs = np.broadcast_to(v4, (*batch, G, S, d_v)).reshape(U, S, d_v)
+    ks = _expanded(k4, (*batch, G, S, d_k)).reshape(U, S, d_k)  # a view when it can be
+    vs = _expanded(v4, (*batch, G, S, d_v)).reshape(U, S, d_v)
     ms = np.ones((1, 1, 1), dtype=bool)
     if mask is not None:  # one row per unit here (r·L = 1)
         mm = layout.split_heads(layout.padded(np.asarray(mask), nd), G, r)
@@ -127,6 +129,9 @@ def fused_attention(q, k, v, *, workers=None, block_q=None, block_k=None, **rule
     offset = S - L if causal == "bottom-right" else 0
     # every row sees every key (no mask; causal hides nothing): BLAS reads K and V
     blas = mask is None and (causal is None or offset + 1 >= S) and S >= DECODE_BLAS_KEYS
+    if not blas:  # the loop's dot products vectorise on contiguous rows only: a cache's view
+        # (the first S rows of a longer buffer) is copied, which costs less than strided loops
+        ks, vs = (_read_only(np.ascontiguousarray(a)) for a in (ks, vs))
     if workers is None:
         workers = 1 if U * S * (d_k + d_v) < PARALLEL_MIN else default_workers()
     step = -(-U // workers)
@@ -271,6 +276,18 @@ def _decode_blas(qs, ks, vs, out):
     undefined = (m == np.inf) | (m == -np.inf) | (ell == 0)
     np.divide(out, ell[..., None], out=out, where=~undefined[..., None])
     out[undefined] = np.nan
+
+
+def _expanded(a, shape):
+    """a broadcast to shape (a itself when it has that shape already)."""
+    return a if a.shape == shape else np.broadcast_to(a, shape)
+
+
+def _read_only(a):
+    """a as a read-only view (the compiled loops are typed for read-only K and V)."""
+    a = a.view()
+    a.flags.writeable = False
+    return a
 
 
 def _add_nonfinite(pv, p, vb):

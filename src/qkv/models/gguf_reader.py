@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from qkv.models import quantized
 from qkv.models.packages import require
 
 CONFIG_KEYS = {  # GGUF metadata key (after "llama.") -> our name
@@ -27,9 +28,13 @@ CONFIG_KEYS = {  # GGUF metadata key (after "llama.") -> our name
 }
 
 
-def read(path: Path, *, model: str) -> tuple[dict, dict[str, np.ndarray]]:
-    """(metadata, tensors): metadata holds CONFIG_KEYS' values plus the tokenizer fields;
-    tensors map GGUF names (``blk.0.attn_q.weight``) to float32 arrays (out, in)."""
+def read(
+    path: Path, *, model: str, packed: bool = False
+) -> tuple[dict, dict[str, np.ndarray], dict[str, quantized.Packed]]:
+    """(metadata, tensors, packed): metadata holds CONFIG_KEYS' values plus the tokenizer
+    fields; tensors map GGUF names (``blk.0.attn_q.weight``) to float32 arrays (out, in); with
+    ``packed``, packed maps the names of Q4_1/Q8_0 matrices to the same weights as codes
+    (``models/quantized.py``; W = tensors[name].T), else it is empty."""
     gguf = require("gguf", model=model)
     from gguf.quants import dequantize
 
@@ -41,20 +46,28 @@ def read(path: Path, *, model: str) -> tuple[dict, dict[str, np.ndarray]]:
     for key in ("tokens", "merges", "bos_token_id", "eos_token_id", "token_type"):
         field = reader.fields.get(f"tokenizer.ggml.{key}")
         meta[key] = None if field is None else field.contents()
-    tensors = {}
+    tensors, codes = {}, {}
     for t in reader.tensors:
         a = dequantize(t.data, t.tensor_type)  # (out, in) float32, or (n,) for norms
-        tensors[t.name] = np.ascontiguousarray(a, dtype=np.float32)
-    for name, a in tensors.items():
-        if name.endswith("attn_q.weight"):
-            tensors[name] = unpermute(a, meta["n_heads"])
-        elif name.endswith("attn_k.weight"):
-            tensors[name] = unpermute(a, meta["n_kv_heads"])
-    return meta, tensors
+        tensors[t.name] = _in_order(t.name, np.ascontiguousarray(a, dtype=np.float32), meta)
+        if packed and t.tensor_type.name in quantized.KINDS:  # rows (out, bytes): reordered alike
+            rows = _in_order(t.name, np.asarray(t.data), meta)
+            codes[t.name] = quantized.from_gguf(t.tensor_type.name, rows)
+    return meta, tensors, codes
+
+
+def _in_order(name: str, rows: np.ndarray, meta: dict) -> np.ndarray:
+    """A query or key matrix's rows (float32 or raw blocks) back in their original order."""
+    if name.endswith("attn_q.weight"):
+        return unpermute(rows, meta["n_heads"])
+    if name.endswith("attn_k.weight"):
+        return unpermute(rows, meta["n_kv_heads"])
+    return rows
 
 
 def unpermute(W: np.ndarray, n_heads: int) -> np.ndarray:
-    """Undo llama.cpp's RoPE row permutation of a query/key matrix W (n_heads·d_head, d_in).
+    """Undo llama.cpp's RoPE row permutation of a query/key matrix W (n_heads·d_head, d_in),
+    float32 or its raw quantized rows (one row per output feature either way).
 
     Within each head the stored row order is (pair i, member s) and the original order is
     (member s, pair i): row s·d_head/2 + i of the original sits at row 2·i + s of the file.

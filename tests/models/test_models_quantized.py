@@ -1,0 +1,97 @@
+"""Weights kept as GGUF codes (models/quantized.py) against gguf's own dequantization and
+float64 products."""
+
+import numpy as np
+import pytest
+
+from qkv.models import quantized
+
+pytest.importorskip("numba")
+gguf = pytest.importorskip("gguf")
+from gguf.quants import dequantize, quantize  # noqa: E402
+
+KINDS = {"Q4_1": gguf.GGMLQuantizationType.Q4_1, "Q8_0": gguf.GGMLQuantizationType.Q8_0}
+
+
+def raw(rng, kind, n_out, n_in):
+    """(rows as the file stores them, W (n_in, n_out) float32 as gguf dequantizes them)."""
+    rows = quantize(rng.standard_normal((n_out, n_in)).astype(np.float32), KINDS[kind])
+    return rows, dequantize(rows, KINDS[kind]).T
+
+
+@pytest.mark.parametrize("kind", ["Q4_1", "Q8_0"])
+@pytest.mark.parametrize("shape", [(7, 32), (300, 96), (1, 64)])
+def test_one_row_times_the_codes_equals_the_float64_product(rng, kind, shape):
+    n_out, n_in = shape
+    rows, W = raw(rng, kind, n_out, n_in)
+    packed = quantized.from_gguf(kind, rows)
+    assert packed.shape == (n_in, n_out)
+    x = rng.standard_normal((1, 1, n_in)).astype(np.float32)
+    got = packed.times(x)
+    want = x.astype(np.float64) @ W.astype(np.float64)  # (1, 1, n_out)
+    assert got.shape == (1, 1, n_out) and got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("kind", ["Q4_1", "Q8_0"])
+def test_the_codes_hold_gguf_s_weights(rng, kind):
+    rows, W = raw(rng, kind, 5, 64)
+    p = quantized.from_gguf(kind, rows)
+    low = 0.0 if p.low is None else p.low[:, None, :].astype(np.float64)
+    weights = p.scale[:, None, :].astype(np.float64) * p.codes + low  # (blocks, 32, out)
+    np.testing.assert_allclose(weights.reshape(64, 5), W, rtol=1e-6, atol=1e-7)
+    assert p.codes.dtype == (np.int8 if kind == "Q8_0" else np.uint8)
+    if kind == "Q4_1":
+        assert p.codes.min() >= 0 and p.codes.max() <= 15
+
+
+def test_stacked_matrices_sit_side_by_side(rng):
+    parts = [raw(rng, "Q4_1", n, 64) for n in (4, 2, 3)]
+    stacked = quantized.stacked([quantized.from_gguf("Q4_1", rows) for rows, _ in parts])
+    W = np.concatenate([w for _, w in parts], axis=1)  # (64, 9)
+    x = rng.standard_normal(64).astype(np.float32)
+    np.testing.assert_allclose(stacked.times(x), x.astype(np.float64) @ W, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="one kind"):
+        quantized.stacked([stacked, quantized.from_gguf("Q8_0", raw(rng, "Q8_0", 2, 64)[0])])
+
+
+def test_product_takes_the_codes_for_one_row_of_the_very_matrix(rng):
+    rows, W = raw(rng, "Q4_1", 6, 64)
+    W = np.ascontiguousarray(W)
+    table = quantized.packing([(W, quantized.from_gguf("Q4_1", rows))])
+    wrong = quantized.packing([(W, quantized.from_gguf("Q4_1", raw(rng, "Q4_1", 6, 64)[0]))])
+    x = rng.standard_normal((1, 64)).astype(np.float32)
+    # a table whose codes hold other weights shows which path ran
+    assert not np.allclose(quantized.product(x, W, wrong), x @ W, atol=1e-3)
+    np.testing.assert_allclose(quantized.product(x, W, table), x @ W, rtol=1e-5, atol=1e-5)
+    xs = rng.standard_normal((3, 64)).astype(np.float32)  # several rows: BLAS, W itself
+    np.testing.assert_array_equal(quantized.product(xs, W, wrong), xs @ W)
+    other = W.copy()  # another array (a replaced weight): never the stale codes
+    np.testing.assert_array_equal(quantized.product(x, other, wrong), x @ other)
+    x64 = x.astype(np.float64)  # float64 rows: W itself
+    np.testing.assert_array_equal(quantized.product(x64, W, wrong), x64 @ W)
+
+
+def test_bad_rows_are_refused_with_what_was_expected(rng):
+    with pytest.raises(ValueError, match="expected a GGUF quantization in"):
+        quantized.from_gguf("Q5_K", np.zeros((2, 20), np.uint8))
+    with pytest.raises(ValueError, match=r"expected Q4_1 rows \(out, blocks·20\) uint8"):
+        quantized.from_gguf("Q4_1", np.zeros((2, 21), np.uint8))
+    p = quantized.from_gguf("Q8_0", raw(rng, "Q8_0", 2, 32)[0])
+    with pytest.raises(ValueError, match="expected one row of 32 features"):
+        p.times(np.zeros((2, 32), np.float32))
+    with pytest.raises(ValueError, match="do not match"):
+        quantized.packing([(np.zeros((64, 2), np.float32), p)])
+
+
+def test_smollm2_multiplies_one_row_by_its_file_s_codes(rng, smollm2):
+    blk = smollm2.blocks[0]
+    matrices = (blk.W_QKV, blk.W_O, blk.W_gate, blk.W_up, blk.W_down)
+    assert {id(W) for W in matrices} == set(blk.packed)  # every matrix of the block
+    for W in matrices:
+        x = rng.standard_normal((1, 1, W.shape[0])).astype(np.float32)
+        want = x.astype(np.float64) @ W.astype(np.float64)
+        np.testing.assert_allclose(blk.times(x, W), want, rtol=1e-4, atol=1e-5)
+    h = rng.standard_normal(smollm2.d_model).astype(np.float32)
+    want = h.astype(np.float64) @ smollm2.E_token.T.astype(np.float64)  # (vocab,)
+    np.testing.assert_allclose(smollm2.logits(h), want, rtol=1e-4, atol=1e-5)
