@@ -81,7 +81,9 @@ def torch_attention(q, k, v, **rule):
         attn_mask = attn_mask.expand(*batch, G * r, L, S).reshape(-1, G * r, L, S)
     sees = None if attn_mask is None else attn_mask.any(dim=-1, keepdim=True)  # (B, H, L, 1)
     if bias is not None or sinks is not None:
-        if is_causal and causal:  # torch takes is_causal or a mask, not both: the triangle as a mask
+        if (
+            is_causal and causal
+        ):  # torch takes is_causal or a mask, not both: the triangle as a mask
             attn_mask = steps.to_device_of(masks.causal(L, S, causal), q)  # (L, S)
         attn_mask, k4, v4 = _with_bias_and_sinks(
             attn_mask, bias, sinks, q4, k4, v4, batch, max(nd, 4)
