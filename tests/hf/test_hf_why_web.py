@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tiny import patched_by_hand, save_local
+from tiny import patched_by_hand, served_pair
 
 torch = pytest.importorskip("torch")
 httpx = pytest.importorskip("httpx")
@@ -19,17 +19,9 @@ CORRUPTED = "w5 w17 w9 w5 w17 w40"  # position 2 differs
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, serve):
-    from qkv.hf.local import open_dir
-    from qkv.web.app import create_app
-    from qkv.web.models import ModelPool
-
-    root = tmp_path_factory.mktemp("root")
-    llama, bert = root / "tiny-llama", root / "tiny-bert"
-    eager = save_local("llama", llama)
-    save_local("bert", bert)
-    pool = ModelPool(local={"tiny-llama": open_dir(llama), "tiny-bert": open_dir(bert)})
-    with serve(create_app(model_pool=pool)) as url, httpx.Client(base_url=url, timeout=120) as c:
-        yield c, eager
+    with served_pair(tmp_path_factory.mktemp("root"), serve) as (url, _, eager):
+        with httpx.Client(base_url=url, timeout=120) as client:
+            yield client, eager
 
 
 def ask(client, **changes):

@@ -153,6 +153,22 @@ def patched_by_hand(eager, layer: int, head: int, clean_ids, corrupted_ids, logi
 
 
 @contextlib.contextmanager
+def served_pair(root, serve):
+    """A real server offering a tiny Llama and a tiny BERT saved under ``root`` (as
+    ``qkv serve --model DIR`` would); yields (base url, the Llama's directory, the eager Llama)."""
+    from qkv.hf.local import open_dir
+    from qkv.web.app import create_app
+    from qkv.web.models import ModelPool
+
+    llama, bert = root / "tiny-llama", root / "tiny-bert"
+    eager = save_local("llama", llama)
+    save_local("bert", bert)
+    pool = ModelPool(local={"tiny-llama": open_dir(llama), "tiny-bert": open_dir(bert)})
+    with serve(create_app(model_pool=pool)) as url:
+        yield url, llama, eager
+
+
+@contextlib.contextmanager
 def softmax_in_input_dtype():
     """Eager attention computes its softmax in float32 even for float64 inputs; for a float64
     reference, let softmax keep float64 inputs in float64."""
