@@ -79,21 +79,10 @@ class MultiHeadAttention:
 
     # ---- sizes, derived from the weights ---------------------------------------------------
 
-    @property
-    def n_heads(self) -> int:
-        return self.W_Q.shape[0]
-
-    @property
-    def n_kv_heads(self) -> int:
-        return self.W_K.shape[0]
-
-    @property
-    def d_model(self) -> int:
-        return self.W_Q.shape[1]
-
-    @property
-    def d_head(self) -> int:
-        return self.W_Q.shape[2]
+    n_heads = property(lambda self: self.W_Q.shape[0], doc="query heads")
+    n_kv_heads = property(lambda self: self.W_K.shape[0], doc="K/V heads (fewer: grouped-query)")
+    d_model = property(lambda self: self.W_Q.shape[1], doc="width of x and of the output")
+    d_head = property(lambda self: self.W_Q.shape[2], doc="width of one head's q and k")
 
     def _check_shapes(self):
         for name in ("W_Q", "W_K", "W_V", "W_O"):
