@@ -37,12 +37,15 @@ def test_one_row_times_the_codes_equals_the_float64_product(rng, kind, shape):
 def test_the_codes_hold_gguf_s_weights(rng, kind):
     rows, W = raw(rng, kind, 5, 64)
     p = quantized.from_gguf(kind, rows)
-    low = 0.0 if p.low is None else p.low[:, None, :].astype(np.float64)
-    weights = p.scale[:, None, :].astype(np.float64) * p.codes + low  # (blocks, 32, out)
-    np.testing.assert_allclose(weights.reshape(64, 5), W, rtol=1e-6, atol=1e-7)
-    assert p.codes.dtype == (np.int8 if kind == "Q8_0" else np.uint8)
+    codes = p.codes  # Q8_0: (blocks, 32, out) int8; Q4_1: two codes a byte, t and t + 16
     if kind == "Q4_1":
-        assert p.codes.min() >= 0 and p.codes.max() <= 15
+        assert codes.dtype == np.uint8 and codes.shape == (2, 16, 5)
+        codes = np.concatenate([codes & 0x0F, codes >> 4], axis=1)
+    else:
+        assert codes.dtype == np.int8 and codes.shape == (2, 32, 5)
+    low = 0.0 if p.low is None else p.low[:, None, :].astype(np.float64)
+    weights = p.scale[:, None, :].astype(np.float64) * codes + low  # (blocks, 32, out)
+    np.testing.assert_allclose(weights.reshape(64, 5), W, rtol=1e-6, atol=1e-7)
 
 
 def test_stacked_matrices_sit_side_by_side(rng):

@@ -5,8 +5,9 @@ SmolLM2's file stores each weight matrix in blocks of 32 input features: Q4_1 as
 8-bit signed code). The model dequantizes them to float32 once (``gguf_reader``), which is what
 every pass with many rows multiplies (BLAS). A one-token step, though, reads every weight once
 for one row: as float32 that is 4 bytes a weight, about 540 MB a token, and the step waits on
-memory. ``Packed`` keeps the same numbers as codes, one byte a weight, with the block's scale
-d and low m as float32, and ``times`` multiplies a row by them without unpacking:
+memory. ``Packed`` keeps the same numbers as the file's codes (half a byte a weight for Q4_1,
+one for Q8_0) with the block's scale d and low m as float32, and ``times`` multiplies a row by
+them without unpacking:
 
     y_o = Σ_b d_bo · (Σ_t c_bto · x_{32b+t})  +  m_bo · (Σ_t x_{32b+t})
 
@@ -40,10 +41,11 @@ def available() -> bool:
 
 @dataclass(frozen=True)
 class Packed:
-    """W (32·blocks, out) as codes (blocks, 32, out): weight (32·b + t, o) is
-    scale[b, o]·codes[b, t, o] + low[b, o] (low None: 0)."""
+    """W (32·blocks, out) as codes: Q4_1 (low given) codes (blocks, 16, out) uint8, byte t of
+    block b holding code t in its low nibble and code t + 16 in its high one; Q8_0 (low None)
+    codes (blocks, 32, out) int8. Weight (32·b + t, o) = scale[b, o]·code + low[b, o]."""
 
-    codes: np.ndarray  # uint8 (Q4_1: 0…15) or int8 (Q8_0)
+    codes: np.ndarray
     scale: np.ndarray  # (blocks, out) float32
     low: np.ndarray | None  # (blocks, out) float32, or None
 
@@ -59,8 +61,11 @@ class Packed:
             raise ValueError(f"expected one row of {n_in} features, got shape {x.shape}")
         row = np.ascontiguousarray(x, dtype=np.float32).reshape(n_in)
         out = np.empty(n_out, np.float32)
-        low = self.scale if self.low is None else self.low  # unread without a low
-        _times()(self.codes, self.scale, low, self.low is not None, row, out)
+        loops = _loops()
+        if self.low is None:
+            loops.times8(self.codes, self.scale, row, out)
+        else:
+            loops.times4(self.codes, self.scale, self.low, row, out)
         return out.reshape(*x.shape[:-1], n_out)
 
 
@@ -78,12 +83,9 @@ def from_gguf(kind: str, rows: np.ndarray) -> Packed:
     blocks = rows.reshape(n_out, -1, width)  # (out, blocks, bytes)
     scale = _halves(blocks[:, :, 0:2])  # (blocks, out)
     if kind == "Q8_0":
-        codes = blocks[:, :, 2:].view(np.int8)  # (out, blocks, 32)
-        low = None
-    else:  # byte t holds weight t (low nibble) and weight t + 16 (high nibble)
-        packed = blocks[:, :, 4:]  # (out, blocks, 16)
-        codes = np.concatenate([packed & 0x0F, packed >> 4], axis=2)  # (out, blocks, 32)
-        low = _halves(blocks[:, :, 2:4])
+        codes, low = blocks[:, :, 2:].view(np.int8), None  # (out, blocks, 32)
+    else:  # as stored: byte t holds weight t (low nibble) and weight t + 16 (high nibble)
+        codes, low = blocks[:, :, 4:], _halves(blocks[:, :, 2:4])  # (out, blocks, 16)
     return Packed(np.ascontiguousarray(codes.transpose(1, 2, 0)), scale, low)
 
 
@@ -133,8 +135,8 @@ def _halves(pairs: np.ndarray) -> np.ndarray:
 
 
 @functools.cache
-def _times():
-    """The compiled product (numba is imported only here)."""
+def _loops():
+    """The compiled loops (numba is imported only here)."""
     from qkv.models import quantized_jit
 
-    return quantized_jit.times
+    return quantized_jit

@@ -1,12 +1,15 @@
-"""The compiled loop of ``models/quantized.py``, built with numba on first use.
+"""The compiled loops of ``models/quantized.py``, built with numba on first use.
 
     y_o = Σ_b scale_bo · (Σ_t code_bto · x_{32b+t})  +  low_bo · (Σ_t x_{32b+t})
 
-for one row x. The loop runs along the outputs o (contiguous in ``codes``), so every step is a
-vector of outputs: for each block b, each of its 32 inputs adds x_t · codes[b, t, :] to a
-block sum (one row of codes read once, in order), then the block sum, times the block's
-scale, and the block's low times Σ_t x_t are added to y. Accumulation is float32 (fastmath:
-reassociation and fused multiply-add, so the loops vectorise; NaN and ±inf keep their meaning).
+for one row x. The loops run along the outputs o (contiguous in the codes), so every step is a
+vector of outputs: for each block b, its 32 inputs add x_t · codes[b, t, :] to a block sum
+(the codes read once, in order), then the block sum times the block's scale (and the block's
+low times Σ_t x_t) is added to y. Q4_1 bytes hold two codes, t (low nibble) and t + 16 (high
+nibble), split in float32 (hi = ⌊c/16⌋, lo = c − 16·hi: exact, and vector code, where integer
+shifts would be widened to 64 bits); Q8_0 takes four inputs a step. Accumulation is float32
+(fastmath: reassociation and fused multiply-add, so the loops vectorise; NaN and ±inf keep
+their meaning).
 """
 
 from __future__ import annotations
@@ -17,46 +20,55 @@ from numba.core import types
 
 from qkv.kernels.fused_jit import OPTS  # nogil, cached, fastmath: reassociate and contract
 
-
-def _signatures() -> list:
-    """codes uint8 (Q4_1) or int8 (Q8_0); scale, low (blocks, out); has_low; x (in,); out (out,)."""
-    f32 = types.float32
-    out = []
-    for code in (types.uint8, types.int8):
-        out.append(
-            types.void(
-                types.Array(code, 3, "C", readonly=True),
-                types.Array(f32, 2, "C", readonly=True),
-                types.Array(f32, 2, "C", readonly=True),
-                types.boolean,
-                types.Array(f32, 1, "C", readonly=True),
-                types.Array(f32, 1, "C"),
-            )
-        )
-    return out
+_TABLE = types.Array(types.float32, 2, "C", readonly=True)  # scale, low (blocks, n)
+_ROW = types.Array(types.float32, 1, "C", readonly=True)  # x
+_OUT = types.Array(types.float32, 1, "C")
 
 
-@numba.njit(_signatures(), **OPTS)
-def times(codes, scale, low, has_low, x, out):
-    """out = x · W for W (32·blocks, n) held as codes (blocks, 32, n), scale and low (blocks, n)
-    (low only when has_low); x (32·blocks,), out (n,) float32."""
+@numba.njit(
+    types.void(types.Array(types.uint8, 3, "C", readonly=True), _TABLE, _TABLE, _ROW, _OUT),
+    **OPTS,
+)
+def times4(codes, scale, low, x, out):
+    """out = x · W, W (32·blocks, n) as Q4_1 codes (blocks, 16, n) (byte t: code t in the low
+    nibble, code t + 16 in the high one), scale and low (blocks, n); x (32·blocks,), out (n,)."""
     blocks, _, n = codes.shape
     part = np.empty(n, np.float32)
     out[:] = 0.0
     for b in range(blocks):
         part[:] = 0.0
         total = np.float32(0.0)
-        for t in range(32):
-            xt = x[32 * b + t]
-            total += xt
+        for t in range(16):
+            x_lo, x_hi = x[32 * b + t], x[32 * b + 16 + t]
+            total += x_lo + x_hi
             row = codes[b, t]
             for o in range(n):
-                part[o] += xt * np.float32(row[o])
+                c = np.float32(row[o])
+                hi = np.floor(c * np.float32(0.0625))
+                part[o] += x_lo * (c - np.float32(16.0) * hi) + x_hi * hi
+        sb, lb = scale[b], low[b]
+        for o in range(n):
+            out[o] += sb[o] * part[o] + lb[o] * total
+
+
+@numba.njit(
+    types.void(types.Array(types.int8, 3, "C", readonly=True), _TABLE, _ROW, _OUT),
+    **OPTS,
+)
+def times8(codes, scale, x, out):
+    """out = x · W, W (32·blocks, n) as Q8_0 codes (blocks, 32, n) and scale (blocks, n)."""
+    blocks, _, n = codes.shape
+    part = np.empty(n, np.float32)
+    out[:] = 0.0
+    for b in range(blocks):
+        part[:] = 0.0
+        for t in range(0, 32, 4):
+            x0, x1, x2, x3 = x[32 * b + t], x[32 * b + t + 1], x[32 * b + t + 2], x[32 * b + t + 3]
+            r0, r1, r2, r3 = codes[b, t], codes[b, t + 1], codes[b, t + 2], codes[b, t + 3]
+            for o in range(n):
+                part[o] += (x0 * np.float32(r0[o]) + x1 * np.float32(r1[o])) + (
+                    x2 * np.float32(r2[o]) + x3 * np.float32(r3[o])
+                )
         sb = scale[b]
-        if has_low:
-            lb = low[b]
-            for o in range(n):
-                out[o] += sb[o] * part[o] + lb[o] * total
-        else:
-            for o in range(n):
-                out[o] += sb[o] * part[o]
+        for o in range(n):
+            out[o] += sb[o] * part[o]
