@@ -21,6 +21,7 @@ from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from qkv import checks, steps
+from qkv.hf import session  # the active trace / interventions, if any
 from qkv.kernels import dispatch
 from qkv.reference import traced_steps
 
@@ -58,8 +59,6 @@ def boolean_mask(*args, **kwargs):
     flag, so the mask qkv applies is the one it shows; otherwise transformers may skip it where
     sdpa does (no padding: a causal flag, or nothing at all for one new token), which spares
     every layer of a generation step a mask."""
-    from qkv.hf import session
-
     if session.current() is not None:
         kwargs["allow_is_causal_skip"] = False
     return sdpa_mask(*args, **kwargs)
@@ -79,6 +78,8 @@ def model_name(module) -> str:
 
 def check_kwargs(module, kwargs: dict) -> None:
     """Refuse a keyword that is set (not None) and not known to leave the math unchanged."""
+    if kwargs.keys() <= IGNORED:  # the common case, checked once per layer call
+        return
     unknown = sorted(k for k, v in kwargs.items() if k not in IGNORED and v is not None)
     if unknown:
         raise ValueError(
@@ -142,8 +143,6 @@ def attention_forward(
 ):
     """transformers' attention signature: q (B, H, L, d), k and v (B, G, S, d) ->
     (output (B, L, H, d_v), weights (B, H, L, S) or None)."""
-    from qkv.hf import session  # the active trace / interventions, if any
-
     check_kwargs(module, kwargs)
     p = problem(
         module,
