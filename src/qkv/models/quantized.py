@@ -23,20 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from qkv.kernels.fused import available  # numba can be imported
 from qkv.layers import linear
 
 BLOCK = 32  # input features per block, in both formats
 KINDS = {"Q4_1": 20, "Q8_0": 34}  # bytes per block of 32 weights
-
-
-@functools.cache
-def available() -> bool:
-    """True when numba can be imported (the product compiles on first use)."""
-    try:
-        import numba  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 @dataclass(frozen=True)
