@@ -87,6 +87,7 @@ class Jobs:
         self.pool = pool
         self.jobs: OrderedDict[str, Job] = OrderedDict()
         self.by_run: dict[str, Job] = {}  # run name -> its latest job
+        self.served: dict = {}  # run name -> a saved run served for good (``served.py``)
         self.lock = threading.Lock()
         self.turn = threading.Lock()  # one trace at a time: each takes every core it can
 
@@ -159,7 +160,7 @@ class Jobs:
 
     def kept(self, job: Job):
         """The run of a job, if the pool still keeps it (else None)."""
-        return self.pool.runs.get((job.model, job.text))
+        return self.served.get(job.run) or self.pool.runs.get((job.model, job.text))
 
     def run_of(self, name: str):
         """(the job, the run) of a run name; 404 when unknown or dropped, 409 while tracing."""
@@ -184,7 +185,14 @@ class Jobs:
 
     def _trim(self) -> None:
         while len(self.jobs) > KEEP_JOBS:
-            old = next((j for j in self.jobs.values() if j.state != "running"), None)
+            old = next(
+                (
+                    j
+                    for j in self.jobs.values()
+                    if j.state != "running" and j.run not in self.served
+                ),
+                None,
+            )
             if old is None:
                 return
             del self.jobs[old.id]

@@ -75,10 +75,11 @@ export function install(after, hooks) {
 
   // Trace (model, text): resolves with the job once the run can be read; onThumbnails(payload)
   // is called when the grid's thumbnails are pooled. A newer trace() ends the polling of this one.
-  async function trace(model, text, onThumbnails) {
+  // ready: a job the server has done already (a saved run it serves, GET /api/model/runs).
+  async function trace(model, text, onThumbnails, ready = null) {
     const n = ++st.polls;
     panel.hidden = false;
-    let job = await post("/api/model/jobs", { model, text }, "json");
+    let job = ready ?? await post("/api/model/jobs", { model, text }, "json");
     progress(job);
     while (!job.ready && job.state === "running") {
       await sleep(POLL_MS);
@@ -103,14 +104,31 @@ export function install(after, hooks) {
         progress(now);
       }
       if (now.state !== "done") throw new ApiError(now.message || "tracing failed", 422);
-      if (n !== st.polls) return null;
-      const got = unpack(await post(`/api/model/thumbnails?run=${now.run}`, undefined));
-      if (n !== st.polls) return null;
-      onThumbnails(got);
+      const got = await thumbnails(now.run, n);
+      if (got !== null) onThumbnails(got);
       return got;
     })();
     thumbs.catch((e) => hooks.onError(e.message));
     return { ...job, thumbs };
+  }
+
+  // The grid's thumbnails of run: pooled on request (POST, asked again until done), then
+  // fetched; null when a newer trace (poll number n) came first.
+  async function thumbnails(run, n = st.polls) {
+    let p = await post("/api/model/thumbnails", { run }, "json");
+    const [before, phase] = [said.textContent, panel.dataset.phase];
+    while (p.state === "pooling") {
+      if (n !== st.polls) return null;
+      said.textContent = `pooling the grid's thumbnails: layer ${p.done} of ${p.total}`;
+      panel.dataset.phase = "thumbnails";
+      await sleep(POLL_MS);
+      p = await post("/api/model/thumbnails", { run }, "json");
+    }
+    if (p.state !== "done") throw new ApiError(p.message || "pooling failed", 422);
+    if (n !== st.polls) return null;
+    [said.textContent, panel.dataset.phase] = [before, phase];
+    const got = unpack(await post(`/api/model/thumbnails?run=${run}`, undefined));
+    return n === st.polls ? got : null;
   }
 
   // Show head (layer, head) of the traced run with query q selected.
@@ -127,5 +145,5 @@ export function install(after, hooks) {
 
   const select = (q) => { if (st.view && q !== st.view.state.q) st.view.select(q); };
   const note = (text) => { noted.textContent = text; noted.hidden = !text; };
-  return { panel, trace, show, select, note, state: st };
+  return { panel, trace, thumbnails, show, select, note, state: st };
 }
