@@ -18,17 +18,6 @@ import statistics
 import subprocess
 import sys
 
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
-
 MOVE = """async (position) => {
   const slider = document.getElementById("tau");
   const before = Number(document.body.dataset.renders);
@@ -64,13 +53,15 @@ def main(argv=None) -> int:
 
     from playwright.sync_api import sync_playwright
 
+    from qkv.web.browser import chromium
+
     server = subprocess.Popen(
         [sys.executable, "-m", "qkv.web", "--port", "0"], stdout=subprocess.PIPE, text=True
     )
     try:
         url = re.search(r"http://\S+", server.stdout.readline()).group(0)
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            browser = chromium(p)
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.goto(f"{url}?preset={args.preset}")
             page.wait_for_function("() => Number(document.body.dataset.renders) >= 1")

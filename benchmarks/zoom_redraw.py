@@ -23,9 +23,6 @@ import time
 from qkv import models
 from qkv.bench.trace import text_of
 
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]  # fmt: skip
 ROOT = "document.querySelector('#zoom-root').zoom"
 BYTES = """() => performance.getEntriesByType("resource")
   .filter((e) => e.name.includes("/api/")).map((e) => [e.name, e.encodedBodySize])"""
@@ -74,11 +71,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
+    from qkv.web.browser import CHROMIUM, chromium
+
     model = models.load("smollm2-135m")
     text = text_of(model, args.tokens)
     url = serve(model)
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        browser = chromium(p)
         page = browser.new_page(viewport={"width": 1400, "height": 1600})
         page.goto(f"{url}/?mode=model&model=smollm2-135m&text=hi")
         page.wait_for_function("() => Number(document.body.dataset.modelRenders || 0) >= 1",

@@ -18,16 +18,6 @@ import time
 from pathlib import Path
 
 OUT = Path(__file__).resolve().parents[1] / "assets" / "page.png"
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 VIEW = {"width": 1280, "height": 900}
 QUERY = "/?preset=cat-sat&token=2"
 # the parts of the page shown, top to bottom: the controls, then the heatmaps beside the weights
@@ -42,6 +32,7 @@ def shoot(out: Path = OUT) -> int:
     from playwright.sync_api import sync_playwright
 
     from qkv.web.app import create_app
+    from qkv.web.browser import chromium
     from qkv.web.server import bind, url_of
 
     sock = bind("127.0.0.1", 0)
@@ -55,7 +46,7 @@ def shoot(out: Path = OUT) -> int:
         time.sleep(0.05)
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            browser = chromium(p)
             page = browser.new_page(viewport=VIEW)
             page.goto(url_of(sock).rstrip("/") + QUERY)
             page.wait_for_function("() => Number(document.body.dataset.renders) >= 1")

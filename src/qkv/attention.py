@@ -17,21 +17,8 @@ from qkv.trace import Trace
 __all__ = ["attention", "attention_weights", "traced_steps"]
 
 
-def attention(
-    q,
-    k,
-    v,
-    *,
-    mask=None,
-    causal=False,
-    scale=None,
-    temperature=1.0,
-    return_trace=False,
-    backend="auto",
-    softcap=None,
-    bias=None,
-    sinks=None,
-):
+@checks.takes_settings
+def attention(q, k, v, *, return_trace=False, backend="auto", **settings):
     """Scaled dot-product attention.
 
     z = softmax(mask(q·kᵀ · scale / τ)) · v
@@ -62,51 +49,18 @@ def attention(
     takes the reference for ``return_trace=True`` or small inputs, torch for torch tensors and
     the fused (numba) or blocked kernel otherwise (``qkv.kernels.dispatch``).
     """
-    p = checks.problem(
-        q,
-        k,
-        v,
-        mask=mask,
-        causal=causal,
-        scale=scale,
-        temperature=temperature,
-        softcap=softcap,
-        bias=bias,
-        sinks=sinks,
-    )
+    p = checks.problem(q, k, v, **settings)
     z, kept = dispatch.compute(p, backend, return_trace=return_trace)
     if not return_trace:
         return z
-    steps_, settings = kept
-    return z, Trace({**steps_, "out": z}, settings)
+    kept_steps, kept_settings = kept
+    return z, Trace({**kept_steps, "out": z}, kept_settings)
 
 
-def attention_weights(
-    q,
-    k,
-    *,
-    mask=None,
-    causal=False,
-    scale=None,
-    temperature=1.0,
-    softcap=None,
-    bias=None,
-    sinks=None,
-):
+@checks.takes_settings
+def attention_weights(q, k, **settings):
     """The attention weights alone: softmax(mask(q·kᵀ · scale / τ)), shape (..., L, S).
 
     Same arguments and conventions as ``attention``; each row sums to 1 (0 if fully masked).
     """
-    p = checks.problem(
-        q,
-        k,
-        None,
-        mask=mask,
-        causal=causal,
-        scale=scale,
-        temperature=temperature,
-        softcap=softcap,
-        bias=bias,
-        sinks=sinks,
-    )
-    return traced_steps(p)[0]["weights"]
+    return traced_steps(checks.problem(q, k, None, **settings))[0]["weights"]

@@ -7,6 +7,8 @@ what was expected and what came.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from typing import Any, NamedTuple
 
@@ -22,13 +24,20 @@ class Problem(NamedTuple):
     q: Any  # (..., [H,] L, d_k)
     k: Any  # (..., [G,] S, d_k)
     v: Any  # (..., [G,] S, d_v), or None for the weights alone
-    mask: Any  # the user's boolean mask (True = may attend), or None
-    causal: str | None  # None, "bottom-right" or "top-left"
-    scale: float  # multiplies q·kᵀ
-    temperature: float  # τ > 0 divides the scaled scores
+    mask: Any = None  # the user's boolean mask (True = may attend), or None
+    causal: str | None = None  # None, "bottom-right" or "top-left"
+    scale: float = 1.0  # multiplies q·kᵀ
+    temperature: float = 1.0  # τ > 0 divides the scaled scores
     softcap: float | None = None  # cap > 0: capped = cap·tanh(tempered / cap)
     bias: Any = None  # added to the (capped) scores, broadcastable to (..., L, S)
     sinks: Any = None  # one sink logit per query head, shaped (H, 1, 1) (or (1, 1))
+
+    def rule(self) -> dict:
+        """The checked settings (mask … sinks) as keywords, for a kernel: ``kernel(q, k, v,
+        **p.rule())``."""
+        return {
+            name: value for name, value in self._asdict().items() if name not in ("q", "k", "v")
+        }
 
 
 def problem(
@@ -44,7 +53,8 @@ def problem(
     bias=None,
     sinks=None,
 ) -> Problem:
-    """Every argument of ``qkv.attention`` checked and converted; see ``Problem``."""
+    """Every argument of ``qkv.attention`` checked and converted; see ``Problem``. Its keywords
+    are the settings every attention call takes (``takes_settings``)."""
     xp = steps.namespace(q, k, v)
     q, k, v = inputs(xp, q, k, v)
     return Problem(
@@ -59,6 +69,26 @@ def problem(
         checked_bias(bias, q, k),
         checked_sinks(sinks, q),
     )
+
+
+def takes_settings(fn):
+    """``fn(..., **settings)`` takes ``problem``'s keywords (mask, causal, scale, temperature,
+    softcap, bias, sinks) and shows them as its own (``help``, ``inspect.signature``); any
+    other keyword is refused with fn's name."""
+    names = [p for p in inspect.signature(problem).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    allowed = {p.name for p in names}
+    own = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        for name in kwargs:
+            if name not in allowed and name not in own.parameters:
+                raise TypeError(f"{fn.__qualname__}() got an unexpected keyword argument {name!r}")
+        return fn(*args, **kwargs)
+
+    kept = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    call.__signature__ = own.replace(parameters=kept + names)  # type: ignore[attr-defined]
+    return call
 
 
 def as_floating(x, xp=None):

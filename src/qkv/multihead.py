@@ -79,21 +79,10 @@ class MultiHeadAttention:
 
     # ---- sizes, derived from the weights ---------------------------------------------------
 
-    @property
-    def n_heads(self) -> int:
-        return self.W_Q.shape[0]
-
-    @property
-    def n_kv_heads(self) -> int:
-        return self.W_K.shape[0]
-
-    @property
-    def d_model(self) -> int:
-        return self.W_Q.shape[1]
-
-    @property
-    def d_head(self) -> int:
-        return self.W_Q.shape[2]
+    n_heads = property(lambda self: self.W_Q.shape[0], doc="query heads")
+    n_kv_heads = property(lambda self: self.W_K.shape[0], doc="K/V heads (fewer: grouped-query)")
+    d_model = property(lambda self: self.W_Q.shape[1], doc="width of x and of the output")
+    d_head = property(lambda self: self.W_Q.shape[2], doc="width of one head's q and k")
 
     def _check_shapes(self):
         for name in ("W_Q", "W_K", "W_V", "W_O"):
@@ -140,21 +129,9 @@ class MultiHeadAttention:
 
     # ---- forward -----------------------------------------------------------------------------
 
+    @checks.takes_settings
     def __call__(
-        self,
-        x,
-        context=None,
-        *,
-        mask=None,
-        causal=False,
-        scale=None,
-        temperature=1.0,
-        cache=None,
-        return_trace=False,
-        backend="auto",
-        softcap=None,
-        bias=None,
-        sinks=None,
+        self, x, context=None, *, cache=None, return_trace=False, backend="auto", **settings
     ):
         """out = Σ_h z_h·W_O^h + b_O for x (..., L, d_model).
 
@@ -186,15 +163,13 @@ class MultiHeadAttention:
         v = steps.project(source, self.W_V, self.b_V)  # (..., n_kv_heads, S, d_head)
         if cache is not None:
             k, v = cache.update(k, v)
-        options = dict(mask=mask, causal=causal, scale=scale, temperature=temperature)
-        options.update(softcap=softcap, bias=bias, sinks=sinks)
         if return_trace == "lazy":
             z, trace = lazy_attention(
-                q, k, v, W_O=self.W_O, b_O=self.b_O, stored={"x": x}, backend=backend, **options
+                q, k, v, W_O=self.W_O, b_O=self.b_O, stored={"x": x}, backend=backend, **settings
             )
             trace.stored["out"] = out = steps.project_out(z, self.W_O, self.b_O)[1]
             return out, trace
-        p = checks.problem(q, k, v, **options)
+        p = checks.problem(q, k, v, **settings)
         z, traced = dispatch.compute(p, backend, return_trace=return_trace)  # (..., H, L, d_head)
         if not return_trace:
             return steps.project_out(z, self.W_O, self.b_O)[1]

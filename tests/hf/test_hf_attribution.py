@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tiny import build, word_tokenizer
+from tiny import build, patched_by_hand, word_tokenizer
 
 import qkv.hf  # noqa: E402
 
@@ -123,35 +123,19 @@ def test_the_key_split_weights_are_the_eager_models_attention_weights():
         assert s.value == a.heads[s.layer, s.head]
 
 
-def eager_ld(model, ids, t, b, hooks=()):
-    handles = [m.register_forward_pre_hook(f, with_kwargs=True) for m, f in hooks]
-    try:
-        logits = own_logits(model, ids)
-    finally:
-        for h in handles:
-            h.remove()
+def eager_ld(model, ids, t, b):
+    logits = own_logits(model, ids)
     return float(logits[t] - logits[b])
 
 
 def test_patching_one_head_equals_the_eager_model_patched_by_hand():
-    layer, head, d = 0, 2, 8
+    layer, head = 0, 2
     eager = build("llama", attn="eager")
     t, b = far_apart(own_logits(eager, CLEAN))
     p = qkv.hf.patching(build("llama", attn="qkv"), CLEAN, CORRUPTED, t, baseline=b)
-    o_proj = eager.model.layers[layer].self_attn.o_proj
-    clean = {}
-
-    def keep(m, args, kwargs):
-        clean["z"] = args[0].clone()
-
-    def put(m, args, kwargs):
-        z = args[0].clone()
-        z[..., head * d : (head + 1) * d] = clean["z"][..., head * d : (head + 1) * d]
-        return (z,), kwargs
-
-    ld_clean = eager_ld(eager, CLEAN, t, b, [(o_proj, keep)])
-    ld_corrupted = eager_ld(eager, CORRUPTED, t, b)
-    ld_patched = eager_ld(eager, CORRUPTED, t, b, [(o_proj, put)])
+    ld_clean, ld_corrupted, ld_patched = patched_by_hand(
+        eager, layer, head, CLEAN, CORRUPTED, lambda ids: eager_ld(eager, ids, t, b)
+    )
     want = (ld_patched - ld_corrupted) / (ld_clean - ld_corrupted)
     assert p.clean == pytest.approx(ld_clean, abs=1e-4)
     assert p.corrupted == pytest.approx(ld_corrupted, abs=1e-4)

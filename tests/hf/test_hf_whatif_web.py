@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tiny import save_local
+from tiny import served_pair
 
 torch = pytest.importorskip("torch")
 httpx = pytest.importorskip("httpx")
@@ -18,17 +18,9 @@ IDS = [5, 17, 33, 5, 17]
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, serve):
-    from qkv.hf.local import open_dir
-    from qkv.web.app import create_app
-    from qkv.web.models import ModelPool
-
-    root = tmp_path_factory.mktemp("root")
-    llama, bert = root / "tiny-llama", root / "tiny-bert"
-    eager = save_local("llama", llama)
-    save_local("bert", bert)
-    pool = ModelPool(local={"tiny-llama": open_dir(llama), "tiny-bert": open_dir(bert)})
-    with serve(create_app(model_pool=pool)) as url, httpx.Client(base_url=url) as client:
-        yield client, llama, eager
+    with served_pair(tmp_path_factory.mktemp("root"), serve) as (url, llama, eager):
+        with httpx.Client(base_url=url) as client:
+            yield client, llama, eager
 
 
 def patch(client, **changes):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tiny import save_local
+from tiny import patched_by_hand, served_pair
 
 torch = pytest.importorskip("torch")
 httpx = pytest.importorskip("httpx")
@@ -19,31 +19,18 @@ CORRUPTED = "w5 w17 w9 w5 w17 w40"  # position 2 differs
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory, serve):
-    from qkv.hf.local import open_dir
-    from qkv.web.app import create_app
-    from qkv.web.models import ModelPool
-
-    root = tmp_path_factory.mktemp("root")
-    llama, bert = root / "tiny-llama", root / "tiny-bert"
-    eager = save_local("llama", llama)
-    save_local("bert", bert)
-    pool = ModelPool(local={"tiny-llama": open_dir(llama), "tiny-bert": open_dir(bert)})
-    with serve(create_app(model_pool=pool)) as url, httpx.Client(base_url=url, timeout=120) as c:
-        yield c, eager
+    with served_pair(tmp_path_factory.mktemp("root"), serve) as (url, _, eager):
+        with httpx.Client(base_url=url, timeout=120) as client:
+            yield client, eager
 
 
 def ask(client, **changes):
     return client.post("/api/model/attribute", json={"model": "tiny-llama", "text": TEXT} | changes)
 
 
-def logits_of(eager, ids, hooks=()):
-    handles = [m.register_forward_pre_hook(f, with_kwargs=True) for m, f in hooks]
-    try:
-        with torch.no_grad():
-            return eager(input_ids=torch.tensor([ids])).logits[0, -1].double()
-    finally:
-        for h in handles:
-            h.remove()
+def logits_of(eager, ids):
+    with torch.no_grad():
+        return eager(input_ids=torch.tensor([ids])).logits[0, -1].double()
 
 
 def test_the_target_defaults_to_the_likeliest_token_and_the_shares_add_up(served):
@@ -96,29 +83,18 @@ def test_every_head_is_split_by_key_and_its_parts_add_up(served):
 
 def test_with_a_corrupted_prompt_the_grid_is_the_patching_score(served):
     client, eager = served
-    layer, head, d = 0, 2, 8
+    layer, head = 0, 2
     r = ask(client, target="w3", baseline="w4", corrupted=CORRUPTED)
     assert r.status_code == 200, r.text
     panel = r.json()["panel"]
     assert panel["colour"] == "patching"
-    o_proj = eager.model.layers[layer].self_attn.o_proj
-    clean = {}
+    bad = [int(w[1:]) for w in CORRUPTED.split()]
 
-    def keep(m, args, kwargs):
-        clean["z"] = args[0].clone()
-
-    def put(m, args, kwargs):
-        z = args[0].clone()
-        z[..., head * d : (head + 1) * d] = clean["z"][..., head * d : (head + 1) * d]
-        return (z,), kwargs
-
-    def ld(logits):
+    def ld(ids):  # the logit difference target − baseline: w3 − w4
+        logits = logits_of(eager, ids)
         return float(logits[3] - logits[4])
 
-    bad = [int(w[1:]) for w in CORRUPTED.split()]
-    ld_clean = ld(logits_of(eager, IDS, [(o_proj, keep)]))
-    ld_bad = ld(logits_of(eager, bad))
-    ld_patched = ld(logits_of(eager, bad, [(o_proj, put)]))
+    ld_clean, ld_bad, ld_patched = patched_by_hand(eager, layer, head, IDS, bad, ld)
     score = panel["grids"]["patching"]["values"][layer][head]
     assert score == pytest.approx((ld_patched - ld_bad) / (ld_clean - ld_bad), abs=1e-4)
     assert panel["patching"]["clean"] == pytest.approx(ld_clean, abs=1e-4)

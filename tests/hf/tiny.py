@@ -125,6 +125,49 @@ def run(model, name: str, batch):
         return model(**kwargs).logits
 
 
+def patched_by_hand(eager, layer: int, head: int, clean_ids, corrupted_ids, logits):
+    """Activation patching done by hand on an eager Llama: ``logits(ids)`` of the clean run,
+    the corrupted run, and the corrupted run with one head's z (its d_head columns of the
+    input to ``o_proj``) taken from the clean run; (clean, corrupted, patched)."""
+    attn = eager.model.layers[layer].self_attn
+    part = slice(head * attn.head_dim, (head + 1) * attn.head_dim)
+    clean = {}
+
+    def keep(m, args, kwargs):
+        clean["z"] = args[0].clone()
+
+    def put(m, args, kwargs):
+        z = args[0].clone()
+        z[..., part] = clean["z"][..., part]
+        return (z,), kwargs
+
+    def with_hook(ids, hook):
+        handle = attn.o_proj.register_forward_pre_hook(hook, with_kwargs=True) if hook else None
+        try:
+            return logits(ids)
+        finally:
+            if handle:
+                handle.remove()
+
+    return with_hook(clean_ids, keep), with_hook(corrupted_ids, None), with_hook(corrupted_ids, put)
+
+
+@contextlib.contextmanager
+def served_pair(root, serve):
+    """A real server offering a tiny Llama and a tiny BERT saved under ``root`` (as
+    ``qkv serve --model DIR`` would); yields (base url, the Llama's directory, the eager Llama)."""
+    from qkv.hf.local import open_dir
+    from qkv.web.app import create_app
+    from qkv.web.models import ModelPool
+
+    llama, bert = root / "tiny-llama", root / "tiny-bert"
+    eager = save_local("llama", llama)
+    save_local("bert", bert)
+    pool = ModelPool(local={"tiny-llama": open_dir(llama), "tiny-bert": open_dir(bert)})
+    with serve(create_app(model_pool=pool)) as url:
+        yield url, llama, eager
+
+
 @contextlib.contextmanager
 def softmax_in_input_dtype():
     """Eager attention computes its softmax in float32 even for float64 inputs; for a float64

@@ -4,21 +4,8 @@ and Debian's Chromium driven by Playwright. Tests skip, with the reason, when a 
 from __future__ import annotations
 
 import os
-import shutil
-from pathlib import Path
 
 import pytest
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 
 
 @pytest.fixture(scope="session")
@@ -54,9 +41,11 @@ def model_server_url(minilm, smollm2, serve):
 def browser():
     """Debian's Chromium under Playwright (``playwright install`` is not used)."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
-    if not (Path(CHROMIUM).exists() or shutil.which("chromium")):
-        pytest.skip(f"{CHROMIUM} is missing (apt-get install -y chromium)")
+    from qkv.web import browser as chromium
+
+    if chromium.missing():
+        pytest.skip(chromium.missing())
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        b = chromium.chromium(p)
         yield b
         b.close()

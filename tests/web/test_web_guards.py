@@ -14,10 +14,10 @@ import pytest
 
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (dev extra)")
 
-from fastapi.routing import APIRoute  # noqa: E402
 
 from qkv.web import schemas  # noqa: E402
 from qkv.web.app import create_app  # noqa: E402
+from qkv.web.guards import api_routes  # noqa: E402
 from qkv.web.models import ModelPool  # noqa: E402
 
 LIMIT = schemas.MAX_BODY_BYTES
@@ -118,17 +118,6 @@ def test_errors_quote_at_most_200_characters_of_the_input(client, method, path, 
     assert 400 <= r.status_code < 500 or r.json().get("valid") is False, r.text[:300]
     assert "Ω" * 201 not in r.text and " " * 201 not in r.text
     assert len(r.text) < 2000, r.text[:300]
-
-
-def api_routes(routes) -> list[APIRoute]:
-    """Every endpoint, looking inside included routers (FastAPI ≥ 0.16x keeps them nested)."""
-    found = []
-    for route in routes:
-        if isinstance(route, APIRoute):
-            found.append(route)
-        elif hasattr(route, "original_router"):
-            found += api_routes(route.original_router.routes)
-    return found
 
 
 def _get_paths(app) -> list[str]:

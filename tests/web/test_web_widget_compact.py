@@ -15,7 +15,7 @@ import qkv
 
 pytest.importorskip("anywidget", reason="the notebook extra is not installed")
 
-from widget_bridge import open_bridged, settle, wire  # noqa: E402
+from widget_bridge import offline_page, open_bridged, settle, wire  # noqa: E402
 
 MAX_HEIGHT = 900  # px, every panel folded but the first ones
 
@@ -41,23 +41,10 @@ window.makeModel = (state, answers) => {
 
 def open_widget(browser, w, *, answers: bool, width: int = 1100):
     """The widget's module rendered into #a of a blank page; (page, errors)."""
-    from qkv.notebook import bundle
-
     state = {k: getattr(w, k) for k in ("info", "payload", "trace", "error", "select")}
     state.update(temperature=w.temperature, head=w.head, layer=w.layer)
     state["picture"] = base64.b64encode(w.picture).decode()
-    url = "data:text/javascript;base64," + base64.b64encode(bundle.esm().encode()).decode()
-    context = browser.new_context(viewport={"width": width, "height": 900})
-    context.route(
-        "**/*",
-        lambda r: (
-            r.continue_() if r.request.url.startswith(("data:", "about:", "blob:")) else r.abort()
-        ),
-    )
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page, url, errors = offline_page(browser, width)
     page.set_content("<div id='a'></div>")
     page.add_script_tag(content=STAND_IN)
     page.add_script_tag(

@@ -102,14 +102,11 @@ class Bridge:
         return state
 
 
-def open_bridged(browser, widget, *, width: int = 1100):
-    """A page with the widget's module rendered into #a, joined to ``widget``;
-    (page, bridge, errors)."""
+def offline_page(browser, width: int):
+    """A page that reaches nothing outside itself, the widget's bundled module as a data: URL
+    and the page's errors as they come; (page, module url, errors)."""
     from qkv.notebook import bundle
 
-    bridge = Bridge(widget)
-    state = bridge.state()
-    binary = [k for k in ("picture",) if isinstance(state.get(k), str)]
     url = "data:text/javascript;base64," + base64.b64encode(bundle.esm().encode()).decode()
     context = browser.new_context(viewport={"width": width, "height": 900})
     context.route(
@@ -122,6 +119,16 @@ def open_bridged(browser, widget, *, width: int = 1100):
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    return page, url, errors
+
+
+def open_bridged(browser, widget, *, width: int = 1100):
+    """A page with the widget's module rendered into #a, joined to ``widget``;
+    (page, bridge, errors)."""
+    bridge = Bridge(widget)
+    state = bridge.state()
+    binary = [k for k in ("picture",) if isinstance(state.get(k), str)]
+    page, url, errors = offline_page(browser, width)
     page.expose_function("qkvKernel", bridge.handle)
     page.set_content("<div id='a'></div>")
     page.add_script_tag(content=MODEL)

@@ -10,7 +10,7 @@ import click
 from qkv.bench import pinned
 from qkv.bench.peers import PEERS, Config, unavailable
 from qkv.bench.run import QUICK, header, machine, render, run
-from qkv.cli.common import count_option, head_shape_options, json_option, number_option
+from qkv.cli.common import count_option, flag, head_shape_options, json_option, number_option
 from qkv.cli.errors import CliError
 
 
@@ -36,21 +36,13 @@ def _sizes(_ctx, _param, value: str) -> list[int]:
     help="Sequence lengths (cache lengths with --decode), comma-separated.",
 )
 @head_shape_options(heads=12)
-@click.option("--causal", is_flag=True, help="Also run causal prefill.")
-@click.option(
-    "--decode", is_flag=True, help="Also run one-token decode steps against a cache of T keys."
+@flag("--causal", "Also run causal prefill.")
+@flag("--decode", "Also run one-token decode steps against a cache of T keys.")
+@flag(
+    "--wide", "Also run every kind with q and k drawn 4× wider (scores that need the running max)."
 )
-@click.option(
-    "--wide",
-    is_flag=True,
-    help="Also run every kind with q and k drawn 4× wider (scores that need the running max).",
-)
-@click.option("--skip-full", is_flag=True, help="Leave out full (non-causal) prefill.")
-@click.option(
-    "--quick",
-    is_flag=True,
-    help="Tiny sizes, every kind, short timings (a smoke test that takes seconds).",
-)
+@flag("--skip-full", "Leave out full (non-causal) prefill.")
+@flag("--quick", "Tiny sizes, every kind, short timings (a smoke test that takes seconds).")
 @click.option(
     "--peers",
     "peer_list",
@@ -73,7 +65,7 @@ def _sizes(_ctx, _param, value: str) -> list[int]:
 @count_option(
     "--gemm-size", default=4096, help="n for the n³ float32 matmul that sets the GEMM peak."
 )
-@click.option("--no-memory", is_flag=True, help="Skip the child-process memory measurement.")
+@flag("--no-memory", "Skip the child-process memory measurement.")
 @click.option(
     "--model",
     "model_name",
@@ -83,10 +75,9 @@ def _sizes(_ctx, _param, value: str) -> list[int]:
     "float32), qkv traced and untraced against transformers' generate (sdpa, eager) "
     "on the same weights.",
 )
-@click.option(
+@flag(
     "--hf",
-    is_flag=True,
-    help="With --model: also transformers' generate with "
+    "With --model: also transformers' generate with "
     'attn_implementation="qkv" (untraced and inside qkv.hf.trace) and eager with '
     "output_attentions=True, on the same weights.",
 )
@@ -98,13 +89,12 @@ def _sizes(_ctx, _param, value: str) -> list[int]:
     help="Thread counts to measure at, comma-separated ('all': every core this process may "
     "use); each run pins every library to that many cores.",
 )
-@click.option(
+@flag(
     "--tune",
-    is_flag=True,
-    help="Instead: the tile sizes the kernels chose on this processor and why (measured on "
+    "Instead: the tile sizes the kernels chose on this processor and why (measured on "
     "first use, a few seconds, then kept in the user's cache).",
 )
-@click.option("--retune", is_flag=True, help="Like --tune, after forgetting the cached choice.")
+@flag("--retune", "Like --tune, after forgetting the cached choice.")
 @json_option(help="Print JSON instead of a table.")
 @click.option(
     "--trace",

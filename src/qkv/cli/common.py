@@ -100,6 +100,11 @@ def seed_option(help: str, *, default: int | None = 0):
     )
 
 
+def flag(name: str, help: str):
+    """A yes/no option: on when given, off when not."""
+    return click.option(name, is_flag=True, help=help)
+
+
 def png_option(help: str):
     """--png FILE: also draw a figure into this PNG (the command gets ``png``)."""
     return click.option("--png", type=FilePath(writable=True), default=None, help=help)

@@ -7,7 +7,7 @@ import json
 
 import click
 
-from qkv.cli.common import echo_sections, format_option
+from qkv.cli.common import echo_sections, flag, format_option
 from qkv.cli.errors import CliError
 from qkv.explain.dims import MODELS, AttentionDims, model, sections
 
@@ -57,7 +57,7 @@ class Size(click.ParamType):
     metavar="N",
     help="Attention layers (default 1, or the model's own).  Example: --layers 12",
 )
-@click.option("--bias", is_flag=True, help="Count biases on Q, K, V and W_O (GPT-2 style).")
+@flag("--bias", "Count biases on Q, K, V and W_O (GPT-2 style).")
 @click.option(
     "--model",
     "model_name",

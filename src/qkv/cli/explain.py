@@ -12,6 +12,7 @@ from qkv.cli.common import (
     allow_pickle_option,
     any_model_or_error,
     echo_sections,
+    flag,
     format_option,
     number_option,
     png_option,
@@ -61,14 +62,11 @@ def _labelled(tokens, select: str | None) -> int | None:
     "Example: --select cat  or  --select the@4  or  --select 1",
 )
 @temperature_option("τ > 0 divides the scaled scores; < 1 sharpens, > 1 flattens.  Example: -t 0.5")
-@click.option(
+@flag(
     "--no-scale",
-    is_flag=True,
-    help="Skip the ÷√d_k (the unscaled worked example).  Example: --preset two-token --no-scale",
+    "Skip the ÷√d_k (the unscaled worked example).  Example: --preset two-token --no-scale",
 )
-@click.option(
-    "--causal", is_flag=True, help="Hide the keys after each query (a decoder's causal mask)."
-)
+@flag("--causal", "Hide the keys after each query (a decoder's causal mask).")
 @number_option(
     "--softcap",
     above=0,

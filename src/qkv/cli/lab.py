@@ -10,6 +10,7 @@ from qkv.cli.common import (
     FilePath,
     count_option,
     echo_sections,
+    flag,
     format_option,
     png_option,
     require,
@@ -131,25 +132,14 @@ for _name, _doc in {
     metavar="DIR",
     help="write DIR/train.txt and DIR/heldout.txt, the exact sentences used.",
 )
-@click.option(
+@flag(
     "--compare",
-    is_flag=True,
-    help="also train without ÷√d_k (scores 4× larger) and with τ = 4 (4× smaller), and "
+    "also train without ÷√d_k (scores 4× larger) and with τ = 4 (4× smaller), and "
     "compare gradient norms and losses.",
 )
 @png_option("draw the top head's weights on attractor sentences.")
 @format_option()
-def train_command(
-    steps: int,
-    seed: int,
-    out: str,
-    train_size: int,
-    per_group: int,
-    dump_corpus: str | None,
-    compare: bool,
-    png: str | None,
-    fmt: str,
-):
+def train_command(out: str, dump_corpus: str | None, png: str | None, fmt: str, **setup):
     """Train the Mini-GPT (d_model 64, 4 heads of 16, 2 layers, qkv's attention) on subject–verb
     agreement across attractors ("the key to the cabinets is"), and score it on (subject, verb)
     pairs never trained on, next to a no-attention model, the nearest-noun heuristic and the
@@ -164,15 +154,8 @@ def train_command(
     from qkv.lab import agreement, minigpt, report
 
     try:
-        meta, runs = agreement.experiment(
-            seed=seed,
-            steps=steps,
-            train_size=train_size,
-            per_group=per_group,
-            compare=compare,
-            dump=dump_corpus,
-            trainer=train_with_progress,
-        )
+        # setup: steps, seed, train_size, per_group and compare, as the options above give them
+        meta, runs = agreement.experiment(**setup, dump=dump_corpus, trainer=train_with_progress)
     except OSError as e:
         raise CliError(f"cannot write the corpus to {dump_corpus}: {e}") from None
     main = runs["Mini-GPT"]

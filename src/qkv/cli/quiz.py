@@ -14,7 +14,7 @@ import textwrap
 
 import click
 
-from qkv.cli.common import count_option, seed_option
+from qkv.cli.common import count_option, flag, seed_option
 from qkv.cli.errors import CliError
 
 TOPIC_NAMES = ("all", "sizes", "scores", "softmax", "masks", "concepts")
@@ -85,7 +85,7 @@ class Answers:
     metavar="KIND",
     help="Only this exercise kind, e.g. sizes/d_head (see the list in --help-kinds).",
 )
-@click.option("--help-kinds", is_flag=True, help="List the exercise kinds and exit.")
+@flag("--help-kinds", "List the exercise kinds and exit.")
 @click.option(
     "--answers",
     default=None,

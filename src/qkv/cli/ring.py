@@ -9,6 +9,7 @@ import click
 from qkv.cli.common import (
     count_option,
     echo_sections,
+    flag,
     format_option,
     head_shape_options,
     number_option,
@@ -28,13 +29,11 @@ from qkv.cli.errors import CliError
     "--T", "T", default=4096, help="sequence length, split in contiguous slices over the ranks."
 )
 @head_shape_options(heads=1)
-@click.option(
-    "--causal", is_flag=True, help="causal attention: blocks after a rank's queries are skipped."
-)
+@flag("--causal", "causal attention: blocks after a rank's queries are skipped.")
 @click.option(
     "--dtype", type=click.Choice(["float32", "float64"]), default="float32", show_default=True
 )
-@click.option("--grad", is_flag=True, help="also run backward and compare dq, dk, dv.")
+@flag("--grad", "also run backward and compare dq, dk, dv.")
 @number_option(
     "--timeout",
     default=120.0,

@@ -14,8 +14,10 @@ add O(T²) or O(T·d) more and are left out).
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
+from importlib import resources
 
 from qkv.checks import positive_int
 from qkv.explain.format import Section, Table, section
@@ -127,58 +129,14 @@ class AttentionDims:
         }
 
 
-def _by_name(*configs: AttentionDims) -> dict[str, AttentionDims]:
-    """Configurations keyed by their names."""
-    out: dict[str, AttentionDims] = {}
-    for m in configs:
-        assert m.name is not None, "a listed configuration needs a name"
-        out[m.name] = m
-    return out
+def _known() -> dict[str, AttentionDims]:
+    """The configurations of ``dims.json`` (the tutorials' and the real models'; layers where
+    known), keyed by name."""
+    table = json.loads(resources.files("qkv.explain").joinpath("dims.json").read_text("utf-8"))
+    return {row["name"]: AttentionDims(**row) for row in table}
 
 
-# The configurations the tutorials and the real models use. Layers are given where known.
-MODELS = _by_name(
-    AttentionDims(384, 12, name="andrea-12m", note="ANDREA-12M exercise (layers not given)"),
-    AttentionDims(
-        768,
-        12,
-        context=1024,
-        name="andrea-120m",
-        note="ANDREA-120M table: d_model 768, 12 heads, T = 1024 (layers not given)",
-    ),
-    AttentionDims(1536, 24, name="andrea-480m", note="ANDREA-480M exercise (layers not given)"),
-    AttentionDims(4096, 32, name="andrea-2b", note="ANDREA-2B exercise (layers not given)"),
-    AttentionDims(64, 4, name="mini-gpt", note="the Mini-GPT: no biases (layers not given)"),
-    AttentionDims(
-        768,
-        12,
-        context=1024,
-        layers=12,
-        qkv_bias=True,
-        out_bias=True,
-        name="gpt2-small",
-        note="GPT-2 small: biases on Q, K, V and W_O",
-    ),
-    AttentionDims(
-        384,
-        12,
-        context=512,
-        layers=6,
-        qkv_bias=True,
-        out_bias=True,
-        name="minilm-l6",
-        note="all-MiniLM-L6-v2 (BERT-style, biases)",
-    ),
-    AttentionDims(
-        576,
-        9,
-        n_kv_heads=3,
-        context=8192,
-        layers=30,
-        name="smollm2-135m",
-        note="SmolLM2-135M: grouped-query attention, no biases",
-    ),
-)
+MODELS = _known()
 
 
 def model(name: str) -> AttentionDims:

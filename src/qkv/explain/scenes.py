@@ -6,7 +6,11 @@ draw them; multi-head scenes use the (n_heads, d_model, d_head) layout of ``Mult
 
 from __future__ import annotations
 
+import functools
+import json
+from collections.abc import Callable
 from dataclasses import dataclass
+from importlib import resources
 
 import numpy as np
 
@@ -115,109 +119,19 @@ class Scene:
         return display.export_html(self, path, **kwargs)
 
 
-def _a(rows) -> np.ndarray:
-    return np.array(rows, dtype=np.float64)
+def _from_table(name: str) -> Scene:
+    """A single-head scene whose numbers are a table in ``scenes.json`` (its "features" name
+    the columns of x and of the projections)."""
+    t = _tables()[name]
+    x, W_Q, W_K, W_V = (np.array(t[f], dtype=np.float64) for f in ("x", "W_Q", "W_K", "W_V"))
+    tokens, select = tuple(t["tokens"]), t["select"]
+    scaled = t.get("scaled", True)
+    return Scene(name, t["title"], t["lesson"], tokens, x, W_Q, W_K, W_V, select, scaled=scaled)
 
 
-def _cat_sat() -> Scene:
-    return Scene(
-        name="cat-sat",
-        title="the cat sat on the mat",
-        lesson="A query is compared with every key; keys decide where to look, values decide "
-        "what comes back.",
-        tokens=("the", "cat", "sat", "on", "the", "mat"),
-        x=_a(
-            [
-                [1.0, 0.0, 0.2],
-                [0.2, 1.0, 0.1],
-                [0.9, 0.3, 1.0],
-                [0.1, 0.1, 0.4],
-                [1.0, 0.0, 0.2],
-                [0.7, 0.5, 0.8],
-            ]
-        ),
-        W_Q=_a([[0.8, 0.1, 0.3], [0.2, 0.9, 0.1], [0.6, 0.2, 1.0]]),
-        W_K=_a([[0.7, 0.0, 0.4], [0.1, 1.0, 0.2], [0.5, 0.3, 0.9]]),
-        W_V=_a([[1.0, 0.0, 0.5], [0.0, 1.0, 0.2], [0.3, 0.4, 1.0]]),
-        select=2,
-    )
-
-
-def _agreement() -> Scene:
-    # X features: [pronoun, 3rd-singular, verb, blank slot]
-    tokens = ("I", "work", ",", "you", "work", ",", "he", "___")
-    x = _a(
-        [
-            [1, 0, 0, 0],
-            [0, 0, 1, 0],
-            [0, 0, 0, 0],
-            [1, 0, 0, 0],
-            [0, 0, 1, 0],
-            [0, 0, 0, 0],
-            [1, 1, 0, 0],
-            [0, 0, 0, 1],
-        ]
-    )
-    x[2] = x[5] = [0.1, 0.0, 0.0, 0.0]  # commas: almost nothing
-    return Scene(
-        name="agreement",
-        title="I work , you work , he ___",
-        lesson="The blank's query looks for a 3rd-singular subject (matched on K), while 'he' "
-        "delivers a different thing on V: the verb needs -s.",
-        tokens=tokens,
-        x=x,
-        # q/k space: [wants/is 3rd-singular subject, wants/is any subject]
-        W_Q=_a([[0.0, 0.5], [0.0, 0.0], [0.0, 0.5], [3.0, 1.0]]),
-        W_K=_a([[0.0, 1.0], [2.0, 0.0], [0.0, 0.0], [0.0, 0.0]]),
-        # v space: [verb needs -s, stem is plain, is a subject]
-        W_V=_a([[0.0, 0.0, 1.0], [1.0, -1.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]]),
-        select=7,
-    )
-
-
-def _bank() -> Scene:
-    # X features: [finance, river, verb-of-money, function word]
-    tokens = ("I", "went", "to", "the", "bank", "to", "deposit", "money")
-    x = _a(
-        [
-            [0.0, 0.0, 0.0, 1.0],
-            [0.0, 0.2, 0.1, 0.3],
-            [0.0, 0.0, 0.0, 1.0],
-            [0.0, 0.0, 0.0, 1.0],
-            [0.6, 0.6, 0.0, 0.0],
-            [0.0, 0.0, 0.0, 1.0],
-            [0.9, 0.0, 1.0, 0.0],
-            [1.0, 0.0, 0.3, 0.0],
-        ]
-    )
-    return Scene(
-        name="bank",
-        title="I went to the bank to deposit money",
-        lesson="'bank' is ambiguous: its query asks 'what kind of place am I?', and the key of "
-        "'deposit' (a financial act) answers best.",
-        tokens=tokens,
-        x=x,
-        W_Q=_a([[2.0, 0.5], [2.0, 0.5], [0.0, 0.0], [0.0, 0.0]]),
-        W_K=_a([[0.5, 0.0], [0.0, 0.3], [2.0, 0.0], [0.0, 0.0]]),
-        W_V=_a([[1.0, 0.0], [0.0, 1.0], [0.5, 0.0], [0.0, 0.0]]),
-        select=4,
-    )
-
-
-def _two_token() -> Scene:
-    return Scene(
-        name="two-token",
-        title="the two-token worked example",
-        lesson="With X = I, QKᵀ = [[0, 1], [1, 0]] and V = [[2, 0], [0, 3]], unscaled row 0 is "
-        "0.27·(2, 0) + 0.73·(0, 3) = (0.54, 2.19).",
-        tokens=("subject", "verb"),
-        x=np.eye(2),
-        W_Q=np.eye(2),
-        W_K=_a([[0, 1], [1, 0]]),
-        W_V=_a([[2, 0], [0, 3]]),
-        select=0,
-        scaled=False,
-    )
+@functools.cache
+def _tables() -> dict:
+    return json.loads(resources.files("qkv.explain").joinpath("scenes.json").read_text("utf-8"))
 
 
 def _two_heads() -> Scene:
@@ -246,27 +160,19 @@ def _two_heads() -> Scene:
     W_O = np.zeros((2, 4, 8))
     W_O[0, :, :4] = np.eye(4)  # head 0 writes into the first half of the residual stream
     W_O[1, :, 4:] = np.eye(4)  # head 1 into the second half
-    return Scene(
-        name="two-heads",
-        title="the cat sat on the mat, two heads",
-        lesson="Two heads read the same sentence differently: for 'sat', head 0 finds who "
-        "(cat), head 1 finds where (mat); W_O adds their outputs back together.",
-        tokens=tokens,
-        x=x,
-        W_Q=W_Q,
-        W_K=W_K,
-        W_V=W_V,
-        W_O=W_O,
-        b_O=np.zeros(8),
-        select=2,
+    lesson = (
+        "Two heads read the same sentence differently: for 'sat', head 0 finds who (cat), "
+        "head 1 finds where (mat); W_O adds their outputs back together."
     )
+    title = "the cat sat on the mat, two heads"
+    return Scene("two-heads", title, lesson, tokens, x, W_Q, W_K, W_V, 2, W_O, np.zeros(8))
 
 
-_BUILDERS = {
-    "cat-sat": _cat_sat,
-    "agreement": _agreement,
-    "bank": _bank,
-    "two-token": _two_token,
+_BUILDERS: dict[str, Callable[[], Scene]] = {
+    "cat-sat": functools.partial(_from_table, "cat-sat"),
+    "agreement": functools.partial(_from_table, "agreement"),
+    "bank": functools.partial(_from_table, "bank"),
+    "two-token": functools.partial(_from_table, "two-token"),
     "two-heads": _two_heads,
 }
 

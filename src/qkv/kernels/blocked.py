@@ -35,6 +35,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from qkv.checks import Problem
 from qkv.kernels import layout, tuning
 from qkv.kernels.threads import default_workers, pool, single_threaded_blas
 from qkv.steps import head_groups
@@ -45,23 +46,7 @@ FIXED_MIN_ROWS = 16  # fewer rows (decoding): the key norms would cost as much a
 PARALLEL_MIN = 1 << 23  # below this many score·feature products (~1 ms) one thread beats two
 
 
-def blocked_attention(
-    q,
-    k,
-    v,
-    *,
-    mask=None,
-    causal=None,
-    scale=1.0,
-    temperature=1.0,
-    softcap=None,
-    bias=None,
-    sinks=None,
-    block_q=None,
-    block_k=None,
-    workers=None,
-    plan=None,
-):
+def blocked_attention(q, k, v, *, block_q=None, block_k=None, workers=None, plan=None, **rule):
     """z = softmax_sink(mask(cap(q·kᵀ·scale/τ) + bias))·v by blocked online softmax, for
     validated NumPy inputs.
 
@@ -75,8 +60,10 @@ def blocked_attention(
     sizes measured fastest on this processor, ``kernels/tuning.py``). plan: the class that runs each tile
     (``_Plan`` by default; the fused kernel passes its own). Returns (..., [H,] L, d_v) in q's
     dtype, or None when a row that sees keys got no weight at all (every score it sees is −inf:
-    an infinite input or an overflow), which the reference then decides.
+    an infinite input or an overflow), which the reference then decides. The settings (mask …
+    sinks, ``rule``) are keywords, named and defaulted as ``checks.Problem`` holds them.
     """
+    _, _, _, mask, causal, scale, temperature, softcap, bias, sinks = Problem(q, k, v, **rule)
     if block_q is None or block_k is None:  # measured on this processor (kernels/tuning.py)
         scores = q.size // max(1, q.shape[-1]) * k.shape[-2]  # (..., H, L) · S
         chosen = tuning.tiles("blocked", blocked_attention, scores)

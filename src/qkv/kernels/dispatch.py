@@ -109,18 +109,7 @@ def run(name: str, p: Problem):
     }[name]
     if p.sinks is not None and not _all_finite(p.sinks):
         return None  # a ±inf or NaN sink logit: the reference's steps decide
-    out = kernel(
-        p.q,
-        p.k,
-        p.v,
-        mask=p.mask,
-        causal=p.causal,
-        scale=p.scale,
-        temperature=p.temperature,
-        softcap=p.softcap,
-        bias=p.bias,
-        sinks=p.sinks,
-    )
+    out = kernel(p.q, p.k, p.v, **p.rule())
     if out is None or name == "torch":  # torch_attention vouches for its own answer
         return out
     return out if _all_finite(out) else None

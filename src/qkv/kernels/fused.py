@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from qkv.checks import Problem
 from qkv.kernels import blocked, layout, tuning
 from qkv.kernels.threads import default_workers, pool, single_threaded_blas
 
@@ -70,28 +71,15 @@ def available() -> bool:
     return True
 
 
-def fused_attention(
-    q,
-    k,
-    v,
-    *,
-    mask=None,
-    causal=None,
-    scale=1.0,
-    temperature=1.0,
-    softcap=None,
-    bias=None,
-    sinks=None,
-    workers=None,
-    block_q=None,
-    block_k=None,
-):
+def fused_attention(q, k, v, *, workers=None, block_q=None, block_k=None, **rule):
     """z = softmax_sink(mask(cap(q·kᵀ·scale/τ) + bias))·v with a compiled pass per tile, for
     validated NumPy inputs: q (..., [H,] L, d_k), k (..., [G,] S, d_k), v (..., [G,] S, d_v),
     G dividing H; mask boolean broadcastable to (..., H, L, S) or None; causal None,
     "bottom-right" or "top-left"; softcap, bias, sinks as ``blocked_attention`` takes them
     (with any of them, decoding steps take the tile path too). Returns (..., [H,] L, d_v) in
-    q's dtype (float16 computed in float32)."""
+    q's dtype (float16 computed in float32). The settings (``rule``) are keywords as
+    ``checks.Problem`` names and defaults them."""
+    _, _, _, mask, causal, scale, temperature, softcap, bias, sinks = Problem(q, k, v, **rule)
     dtype, work = q.dtype, (np.float64 if q.dtype == np.float64 else np.float32)
     q, k, v = (a if a.dtype == work else a.astype(work) for a in (q, k, v))  # float16: float32
     L, S, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
@@ -110,13 +98,7 @@ def fused_attention(
             q,
             k,
             v,
-            mask=mask,
-            causal=causal,
-            scale=scale,
-            temperature=temperature,
-            softcap=softcap,
-            bias=bias,
-            sinks=sinks,
+            **rule,
             workers=workers,
             block_q=block_q,
             block_k=block_k,

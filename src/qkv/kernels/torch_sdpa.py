@@ -18,23 +18,12 @@ import numpy as np
 from array_api_compat import is_torch_array
 
 from qkv import masks, steps
+from qkv.checks import Problem
 from qkv.kernels.layout import padded
 from qkv.steps import head_groups
 
 
-def torch_attention(
-    q,
-    k,
-    v,
-    *,
-    mask=None,
-    causal=None,
-    scale=1.0,
-    temperature=1.0,
-    softcap=None,
-    bias=None,
-    sinks=None,
-):
+def torch_attention(q, k, v, **rule):
     """Attention through ``torch.nn.functional.scaled_dot_product_attention``.
 
     Inputs as ``blocked_attention`` takes them, as torch tensors (NumPy arrays are wrapped
@@ -51,6 +40,7 @@ def torch_attention(
     import torch
     import torch.nn.functional as F
 
+    _, _, _, mask, causal, scale, temperature, softcap, bias, sinks = Problem(q, k, v, **rule)
     if softcap is not None:
         raise ValueError(
             "torch's scaled_dot_product_attention cannot soft-cap the scores; "
@@ -91,7 +81,9 @@ def torch_attention(
         attn_mask = attn_mask.expand(*batch, G * r, L, S).reshape(-1, G * r, L, S)
     sees = None if attn_mask is None else attn_mask.any(dim=-1, keepdim=True)  # (B, H, L, 1)
     if bias is not None or sinks is not None:
-        if is_causal:  # torch takes is_causal or a mask, not both: the triangle as a mask
+        if (
+            is_causal and causal
+        ):  # torch takes is_causal or a mask, not both: the triangle as a mask
             attn_mask = steps.to_device_of(masks.causal(L, S, causal), q)  # (L, S)
         attn_mask, k4, v4 = _with_bias_and_sinks(
             attn_mask, bias, sinks, q4, k4, v4, batch, max(nd, 4)

@@ -24,16 +24,9 @@ class Result:
         return f"{word}: {self.claim} ({self.evidence})"
 
     def to_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "claim": self.claim,
-            "columns": self.columns,
-            "rows": self.rows,
-            "supported": self.supported,
-            "evidence": self.evidence,
-            "verdict": self.verdict,
-            **self.extra,
-        }
+        """The fields a JSON report carries (not the plot), the verdict and the extra numbers."""
+        shown = ("name", "claim", "columns", "rows", "supported", "evidence")
+        return {**{f: getattr(self, f) for f in shown}, "verdict": self.verdict, **self.extra}
 
 
 def loglog_panels(fig, x, xlabel: str, panels) -> None:

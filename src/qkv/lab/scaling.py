@@ -51,6 +51,13 @@ def run(*, seed: int = 0, pairs: int = 4000, T: int = 1024, queries: int = 16) -
         "median |∂L/∂s_j| (scaled)",
     ]
     a = np.array(rows)
+    # the curves of the picture: (values, style, label) per panel
+    spread = [
+        (a[:, 2], "o-", "std q·k"),
+        (a[:, 3], "s-", "std q·k / √d_k"),
+        (a[:, 1], "k:", "√d_k"),
+    ]
+    gradients = [(a[:, 6], "o-", "raw"), (a[:, 9], "s-", "÷√d_k")]
     spread_ok = np.all(np.abs(a[:, 2] / a[:, 1] - 1) < 0.1) and np.all(np.abs(a[:, 3] - 1) < 0.1)
     big = a[-1]
     saturates = big[4] > 0.9 and big[7] < 0.1 and big[6] < 1e-3 * big[9]
@@ -61,25 +68,8 @@ def run(*, seed: int = 0, pairs: int = 4000, T: int = 1024, queries: int = 16) -
     )
 
     def plot(fig):
-        loglog_panels(
-            fig,
-            a[:, 0],
-            "d_k",
-            [
-                (
-                    "spread of the scores",
-                    [
-                        (a[:, 2], "o-", "std q·k"),
-                        (a[:, 3], "s-", "std q·k / √d_k"),
-                        (a[:, 1], "k:", "√d_k"),
-                    ],
-                ),
-                (
-                    f"median |∂L/∂s_j| over {T} keys",
-                    [(a[:, 6], "o-", "raw"), (a[:, 9], "s-", "÷√d_k")],
-                ),
-            ],
-        )
+        panels = [("spread of the scores", spread), (f"median |∂L/∂s_j| over {T} keys", gradients)]
+        loglog_panels(fig, a[:, 0], "d_k", panels)
 
     return Result(
         "scaling", CLAIM, columns, rows, bool(spread_ok and saturates), evidence, plot=plot

@@ -52,15 +52,7 @@ class Generator(TextModel):
         return self.logits(hidden[0, -1])
 
     def generate(
-        self,
-        prompt: str,
-        max_new_tokens: int = 32,
-        *,
-        temperature: float = 0.0,
-        top_k: int | None = None,
-        seed=None,
-        chat: bool = False,
-        weights: bool = False,
+        self, prompt: str, max_new_tokens: int = 32, *, chat: bool = False, **sampling
     ) -> Iterator[Generated]:
         """Yield up to ``max_new_tokens`` new tokens, stopping after the end-of-turn token.
 
@@ -73,14 +65,13 @@ class Generator(TextModel):
         temperature 0 picks the most likely token (greedy); τ > 0 samples from
         softmax(logits/τ) restricted to the ``top_k`` most likely tokens (all when None), with
         ``numpy.random.default_rng(seed)``. ``chat=True`` wraps the prompt in the checkpoint's
-        chat template (a user turn, then the assistant's).
+        chat template (a user turn, then the assistant's). ``sampling``: temperature, top_k,
+        seed and weights, as ``generate_ids`` takes them.
         """
         if chat:
             self.encode(prompt)  # the prompt itself must be a non-empty str, not just the template
         ids, _ = self.encode(CHAT.format(prompt=prompt) if chat else prompt)
-        return self.generate_ids(
-            ids, max_new_tokens, temperature=temperature, top_k=top_k, seed=seed, weights=weights
-        )
+        return self.generate_ids(ids, max_new_tokens, **sampling)
 
     def generate_ids(
         self,

@@ -10,6 +10,7 @@ import numpy as np
 from qkv import steps
 from qkv.attention import attention, attention_weights
 from qkv.explain.walkthrough import dot_terms, fmt, vec
+from qkv.practice.exercise import choice
 
 WORDS = ("the", "cat", "sat", "mat", "dog", "ran", "bank", "river", "money", "it", "was", "red")
 
@@ -65,15 +66,14 @@ def winner(rng) -> dict:
         f"the largest score always gets the most weight: {tokens[best]} ({fmt(w[best], 3)})",
     ]
     keys = "\n".join(f"  k({t}) = {vec(K[j], 1)}" for j, t in enumerate(tokens))
-    return dict(
-        prompt=f"A query q = {vec(q[0], 1)} meets {n} keys:\n{keys}\n"
+    return choice(
+        f"A query q = {vec(q[0], 1)} meets {n} keys:\n{keys}\n"
         f"Which key gets the most attention weight?",
-        answer_type="choice",
-        answer=best,
-        choices=tuple(tokens),
-        hint="Softmax keeps the order of the scores: find the largest q·k.",
-        solution=tuple(lines),
-        data={"q": q[0].tolist(), "K": K.tolist(), "tokens": tokens, "scores": scores.tolist()},
+        best,
+        tuple(tokens),
+        "Softmax keeps the order of the scores: find the largest q·k.",
+        tuple(lines),
+        {"q": q[0].tolist(), "K": K.tolist(), "tokens": tokens, "scores": scores.tolist()},
     )
 
 
@@ -161,15 +161,14 @@ def temperature_limit(rng) -> dict:
         else "dividing by a huge τ squeezes every score toward 0, and softmax of equal "
         "scores is uniform"
     )
-    return dict(
-        prompt=f"The scores of one query are [{', '.join(f'{v:g}' for v in x)}]. What do its "
+    return choice(
+        f"The scores of one query are [{', '.join(f'{v:g}' for v in x)}]. What do its "
         f"weights softmax(scores ÷ τ) become as τ → {'0' if cold else '∞'}?",
-        answer_type="choice",
-        answer=answer,
-        choices=LIMIT_CHOICES,
-        hint="Look at the gaps between scores after dividing by τ.",
-        solution=tuple(lines),
-        data={"x": x.tolist(), "tau_to": "0" if cold else "inf"},
+        answer,
+        LIMIT_CHOICES,
+        "Look at the gaps between scores after dividing by τ.",
+        tuple(lines),
+        {"x": x.tolist(), "tau_to": "0" if cold else "inf"},
     )
 
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from qkv import attention, steps
 from qkv.explain.walkthrough import fmt
+from qkv.practice.exercise import choice
 
 # question, the right statement, three wrong ones, hint, explanation
 QUESTIONS = {
@@ -117,14 +118,13 @@ def _choice(rng, name: str, extra: tuple[str, ...] = (), data: dict | None = Non
     options = [right, *wrong]
     order = rng.permutation(len(options))
     choices = tuple(options[j] for j in order)
-    return dict(
-        prompt=question,
-        answer_type="choice",
-        answer=int(np.flatnonzero(order == 0)[0]),
-        choices=choices,
-        hint=hint,
-        solution=(*why, *extra),
-        data=data or {},
+    return choice(
+        question,
+        int(np.flatnonzero(order == 0)[0]),
+        choices,
+        hint,
+        (*why, *extra),
+        data or {},
     )
 
 

@@ -26,6 +26,19 @@ LETTERS = "abcdefghij"
 MAX_NUMBER = 1e15  # larger answers are typos; it also keeps every gap finite
 
 
+def choice(prompt: str, answer: int, choices, hint: str, solution, data: dict) -> dict:
+    """The fields of a choice exercise whose right answer is ``choices[answer]``."""
+    return dict(
+        prompt=prompt,
+        answer_type="choice",
+        answer=answer,
+        choices=tuple(choices),
+        hint=hint,
+        solution=tuple(solution),
+        data=data,
+    )
+
+
 class AnswerError(ValueError):
     """Input that is not an answer of the expected form; the message says what was expected."""
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from qkv import attention, masks
 from qkv.explain.walkthrough import vec
+from qkv.practice.exercise import choice
 
 
 def _row_picture(row) -> str:
@@ -109,15 +110,14 @@ def empty_row_value(rng) -> dict:
             "the masked scores are −∞; with no finite score left, qkv decides from the mask "
             "and returns 0 rather than 0/0 = NaN",
         ]
-    return dict(
-        prompt=f"In qkv, query 0 of a causal (bottom-right) attention with L = {L} queries and "
+    return choice(
+        f"In qkv, query 0 of a causal (bottom-right) attention with L = {L} queries and "
         f"S = {S} keys can see no key. What does that row get?",
-        answer_type="choice",
-        answer=answer,
-        choices=EMPTY_CHOICES,
-        hint="softmax of a row of −∞ is 0/0; qkv chooses a defined value from the mask.",
-        solution=tuple(lines),
-        data={"L": L, "S": S},
+        answer,
+        EMPTY_CHOICES,
+        "softmax of a row of −∞ is 0/0; qkv chooses a defined value from the mask.",
+        tuple(lines),
+        {"L": L, "S": S},
     )
 
 

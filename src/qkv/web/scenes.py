@@ -125,12 +125,12 @@ def build_scene(req: TraceRequest) -> scenes.Scene:
             return None if W is None else (W if W.ndim == 3 else W[None])
         return _array(name, given)
 
-    W_Q, W_K, W_V = projection("W_Q"), projection("W_K"), projection("W_V")
-    H = W_Q.shape[0]
-    _expect("W_Q", W_Q, (H, d_model, W_Q.shape[2]), "(n_heads, d_model, d_head)")
-    d_head, d_v = W_Q.shape[2], W_V.shape[2]
-    _expect("W_K", W_K, (H, d_model, d_head), "(n_heads, d_model, d_head)")
-    _expect("W_V", W_V, (H, d_model, d_v), "(n_heads, d_model, d_v)")
+    W = {name: projection(name) for name in ("W_Q", "W_K", "W_V")}
+    H = W["W_Q"].shape[0]
+    d_head, d_v = W["W_Q"].shape[2], W["W_V"].shape[2]
+    _expect("W_Q", W["W_Q"], (H, d_model, d_head), "(n_heads, d_model, d_head)")
+    _expect("W_K", W["W_K"], (H, d_model, d_head), "(n_heads, d_model, d_head)")
+    _expect("W_V", W["W_V"], (H, d_model, d_v), "(n_heads, d_model, d_v)")
     if not multi:
         for name in ("W_O", "b_O"):
             if getattr(req, name) is not None:
@@ -143,25 +143,15 @@ def build_scene(req: TraceRequest) -> scenes.Scene:
                 "W_Q",
                 f"preset {base.name!r} is single-head: W_Q, W_K, W_V must have 1 head, got {H}",
             )
-        W_Q, W_K, W_V = W_Q[0], W_K[0], W_V[0]  # a single-head scene's (d_model, d_k) layout
-        W_O, b_O = None, None
+        W = {name: w[0] for name, w in W.items()}  # a single-head scene's (d_model, d_k) layout
+        W["W_O"] = W["b_O"] = None
     else:
-        W_O = projection("W_O")
-        _expect("W_O", W_O, (H, d_v, d_model), "(n_heads, d_v, d_model)")
-        b_O = base.b_O if req.b_O is None else _array("b_O", req.b_O)
-        if b_O is not None:  # a multi-head scene may have no output bias
-            _expect("b_O", b_O, (d_model,), "(d_model,)")
-    return dataclasses.replace(
-        base,
-        tokens=tokens,
-        x=x,
-        W_Q=W_Q,
-        W_K=W_K,
-        W_V=W_V,
-        W_O=W_O,
-        b_O=b_O,
-        select=min(base.select, L - 1),
-    )
+        W["W_O"] = projection("W_O")
+        _expect("W_O", W["W_O"], (H, d_v, d_model), "(n_heads, d_v, d_model)")
+        W["b_O"] = base.b_O if req.b_O is None else _array("b_O", req.b_O)
+        if W["b_O"] is not None:  # a multi-head scene may have no output bias
+            _expect("b_O", W["b_O"], (d_model,), "(d_model,)")
+    return dataclasses.replace(base, tokens=tokens, x=x, select=min(base.select, L - 1), **W)
 
 
 def run(req: TraceRequest) -> dict:

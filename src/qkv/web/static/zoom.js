@@ -271,31 +271,30 @@ export function zoomView(root, source, options = {}) {
     ctx.fillStyle = "#1d2433";
     ctx.font = "11px ui-monospace, monospace";
     const labelled = w?.exact && w.r0 <= r0 && w.r1 >= r1 && w.c0 <= c0 && w.c1 >= c1;
-    const clip = (t) => (t.length > 12 ? `${t.slice(0, 11)}…` : t);
-    if (labelled && ch >= LABEL_PX) {
-      ctx.textAlign = "right";
-      ctx.textBaseline = "middle";
-      for (let r = r0; r < r1; r++) {
-        const y = MT + (r - vr0 + 0.5) * ch;
-        if (y < MT || y > MT + H) continue;
-        ctx.fillText(clip(w.rows[r - w.r0]), ML - 4, y);
-        drawn.rows.push(w.rows[r - w.r0]);
-      }
-    } else ticks(ctx, "rows", r0, r1, (r) => [ML - 4, MT + (r - vr0 + 0.5) * ch]);
-    if (labelled && cw >= LABEL_PX) {
-      ctx.textAlign = "left";
-      ctx.textBaseline = "middle";
-      for (let c = c0; c < c1; c++) {
-        const x = ML + (c - vc0 + 0.5) * cw;
-        if (x < ML || x > ML + W) continue;
-        ctx.save();
-        ctx.translate(x, MT - 4);
-        ctx.rotate(-Math.PI / 2.6);
-        ctx.fillText(clip(w.keys[c - w.c0]), 0, 0);
-        ctx.restore();
-        drawn.keys.push(w.keys[c - w.c0]);
-      }
-    } else ticks(ctx, "keys", c0, c1, (c) => [ML + (c - vc0 + 0.5) * cw, MT - 6]);
+    const rowAt = (r) => [ML - 4, MT + (r - vr0 + 0.5) * ch];
+    if (labelled && ch >= LABEL_PX) names(ctx, "rows", r0, r1, (r) => w.rows[r - w.r0], rowAt, drawn.rows);
+    else ticks(ctx, "rows", r0, r1, rowAt);
+    const keyAt = (c) => [ML + (c - vc0 + 0.5) * cw, MT - 4];
+    if (labelled && cw >= LABEL_PX) names(ctx, "keys", c0, c1, (c) => w.keys[c - w.c0], keyAt, drawn.keys);
+    else ticks(ctx, "keys", c0, c1, (c) => [ML + (c - vc0 + 0.5) * cw, MT - 6]);
+  }
+
+  // every visible cell's token: beside its row, or slanted above its key
+  function names(ctx, axis, a, b, token, at, drawn) {
+    const rows = axis === "rows";
+    ctx.textAlign = rows ? "right" : "left";
+    ctx.textBaseline = "middle";
+    for (let i = a; i < b; i++) {
+      const [x, y] = at(i);
+      if (rows ? y < MT || y > MT + H : x < ML || x > ML + W) continue;
+      const t = token(i);
+      ctx.save();
+      ctx.translate(x, y);
+      if (!rows) ctx.rotate(-Math.PI / 2.6);
+      ctx.fillText(t.length > 12 ? `${t.slice(0, 11)}…` : t, 0, 0);
+      ctx.restore();
+      drawn.push(t);
+    }
   }
 
   // positions at a round step where cells are too small to name
