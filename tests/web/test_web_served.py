@@ -8,12 +8,11 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
-from zoom_reference import reference_weights
+from zoom_reference import pool_thumbnails, reference_weights
 
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (dev extra)")
 
@@ -103,12 +102,7 @@ def test_the_served_runs_thumbnails_are_pooled_when_asked(client, saved, listed)
     name = listed["run"]
     r = client.get("/api/model/thumbnails", params={"run": name})
     assert r.status_code == 409 and "POST /api/model/thumbnails" in r.json()["message"]
-    status = client.post("/api/model/thumbnails", json={"run": name})
-    while status.json()["state"] == "pooling":
-        assert status.status_code == 202
-        time.sleep(0.1)
-        status = client.post("/api/model/thumbnails", json={"run": name})
-    assert status.status_code == 200 and status.json()["state"] == "done", status.text
+    pool_thumbnails(client, name)
     thumbs = unpack(client.get("/api/model/thumbnails", params={"run": name}).content)
     assert thumbs.data.shape == (2, 9, 50, 50) and thumbs.header["layers"] == LAYERS
     pooled = reference_weights(run.layer(5), 3, slice(0, 150)).reshape(50, 3, 50, 3).max((1, 3))
@@ -152,6 +146,8 @@ def test_the_page_opens_the_served_run_in_model_mode(browser, url, listed):
         assert page.evaluate("document.body.dataset.long") == "true"
         assert "A saved run (150 tokens, 2 layers)" in page.inner_text("#zoom-note")
         assert page.inner_text("#zoom-title") == "· layer 2, head 0"  # its first kept layer
+        assert page.locator("#grid button.thumb").count() == 0  # pooled when asked for
+        page.click("#grid-pool")
         page.wait_for_function(
             "() => document.querySelectorAll('#grid button.thumb').length === 18", timeout=60_000
         )
@@ -159,3 +155,4 @@ def test_the_page_opens_the_served_run_in_model_mode(browser, url, listed):
             "#grid thead th[scope=col]", "els => els.map(e => e.textContent)"
         ) == ["2", "5"]
         assert not any(u.endswith("/api/model/jobs") for u in watch.urls)  # nothing traced
+        assert sum(u.endswith("/api/model/thumbnails") for u in watch.urls) >= 1

@@ -4,8 +4,8 @@ seconds to minutes, so the request starts it and answers at once.
     POST /api/model/jobs        {model, text} -> 202 {job, run, state, phase, done, total, …};
                                 one job runs at a time, MAX_PENDING may wait (else a 429)
     GET  /api/model/jobs/{job}  the same, as it moves: phase "forward" (``done`` of ``total``
-                                layers run), then "thumbnails" (layers pooled for the grid);
-                                ``ready`` once the run can be read; state "done" or "failed"
+                                layers run); ``ready`` once the run can be read; state "done"
+                                or "failed" (the grid's thumbnails: ``thumbs.py``, on request)
 
 The text is checked in the request (a 422 naming the field): at most ``ModelPool.max_chars``
 characters before tokenizing, at most the model's context after. ``run`` names the trace for
@@ -54,7 +54,7 @@ class Job:
     run: str  # the run's name: a hash of model and text
     tokens: int
     state: str = "running"  # running, done, failed
-    phase: str = "queued"  # queued, forward, thumbnails, done
+    phase: str = "queued"  # queued, forward, done
     done: int = 0
     total: int = 0
     ready: bool = False  # the trace can be read (the forward pass is over)
@@ -145,12 +145,10 @@ class Jobs:
 
     def _trace(self, job: Job, m, step) -> None:
         job.phase, job.total = "forward", m.n_layers
-        run = self.pool.run(m, job.text, progress=step("forward"))
-        job.ready = True
-        job.phase, job.done = "thumbnails", 0
-        layers = {i: run.layers[i] for i in sorted(run.layers)}
-        job.thumbnails = zoom.thumbnails(layers, progress=step("thumbnails"))
-        job.phase, job.state = "done", "done"
+        self.pool.run(m, job.text, progress=step("forward"))
+        with self.lock:  # a status shows both or neither
+            job.ready = True  # the grid's thumbnails are pooled when asked for (thumbs.py)
+            job.phase, job.state = "done", "done"
 
     def get(self, job_id: str) -> Job:
         job = self.jobs.get(job_id)
@@ -238,6 +236,7 @@ def router(jobs: Jobs) -> APIRouter:
     @routes.get("/api/model/jobs/{job}", responses={404: {"description": "no such job here"}})
     def status(job: str):
         """How far a trace job is: phase, layers done of total, ready, state, message."""
-        return jobs.get(job).status()
+        with jobs.lock:
+            return jobs.get(job).status()
 
     return routes

@@ -193,11 +193,7 @@ async function trace(message) {
   const key = `${state.model}|${state.text}`;
   if (own && !own.layers.includes(state.layer)) state.layer = own.layers[0];
   try {
-    const job = await zoom.trace(state.model, state.text, (thumbs) => {
-      grid = { key, shape: thumbs.header.shape, bytes: thumbs.data, sqrt: true,
-               layers: thumbs.header.layers };
-      if (key === `${state.model}|${state.text}` && active()) drawGrid();
-    }, own);
+    const job = await zoom.trace(state.model, state.text, own);
     if (!job || n !== tracing) return;
     info = await api("/api/models");  // the model is loaded now: its sizes are known
     context();
@@ -214,7 +210,7 @@ async function trace(message) {
       "are computed from the file's q and k, and shown here alone." : long() ? `This text has ` +
       `${tokens} tokens: the panels that print every number show texts of at most ` +
       `${bounds.model_page_tokens}, so its weights are shown here alone.` : "");
-    if (long()) paintLong(); else { await job.thumbs.catch(() => null); await ask(); }
+    if (long()) paintLong(); else { await pool(); await ask(); }
     if (n === tracing) status("");
   } catch (e) {
     if (n === tracing) status(`the server refused this: ${e.message}`, true);
@@ -313,10 +309,31 @@ function pick(layer, head) {
   if (long()) paintLong(); else ask();
 }
 
+// The grid's thumbnails, pooled by the server when asked: at once for a short text, on the
+// button for a long one (every head of every layer: most of a minute at 2,048 tokens).
+async function pool() {
+  const key = traced.key;
+  try {
+    const thumbs = await zoom.thumbnails();
+    if (!thumbs) return;
+    grid = { key, shape: thumbs.header.shape, bytes: thumbs.data, sqrt: true,
+             layers: thumbs.header.layers };
+    if (key === traced?.key && active()) drawGrid();
+  } catch (e) {
+    status(`the server refused this: ${e.message}`, true);
+  }
+}
+
 function drawGrid() {
   const box = $("grid");
   if (!grid || grid.key !== traced?.key) {
-    box.replaceChildren(h("p", { class: "hint" }, "the thumbnails appear once every head is pooled…"));
+    const button = h("button", { type: "button", id: "grid-pool", onclick: () => {
+      disable(button, "pooling every head…");
+      pool();
+    } }, "show every head's thumbnail");
+    box.replaceChildren(long() ? h("p", { class: "hint" }, button, " pools every head of every ",
+      "layer to 64 × 64 (a few seconds a layer at a few thousand tokens)")
+      : h("p", { class: "hint" }, "the thumbnails appear once every head is pooled…"));
     delete box.dataset.key;
     return;
   }

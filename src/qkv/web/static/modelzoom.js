@@ -73,10 +73,10 @@ export function install(after, hooks) {
     panel.dataset.phase = job.state === "running" ? job.phase : job.state;
   }
 
-  // Trace (model, text): resolves with the job once the run can be read; onThumbnails(payload)
-  // is called when the grid's thumbnails are pooled. A newer trace() ends the polling of this one.
-  // ready: a job the server has done already (a saved run it serves, GET /api/model/runs).
-  async function trace(model, text, onThumbnails, ready = null) {
+  // Trace (model, text): resolves with the job once the run can be read (null when a newer
+  // trace() came first, which ends the polling of this one). ready: a job the server has done
+  // already (a saved run it serves, GET /api/model/runs).
+  async function trace(model, text, ready = null) {
     const n = ++st.polls;
     panel.hidden = false;
     let job = ready ?? await post("/api/model/jobs", { model, text }, "json");
@@ -89,32 +89,14 @@ export function install(after, hooks) {
     }
     if (n !== st.polls) return null;
     if (!job.ready) throw new ApiError(job.message || "tracing failed", 422);
-    return finish(job, n, onThumbnails);
-  }
-
-  // the run is readable: hand it back, with job.thumbs, a promise of the grid's thumbnails
-  // (null when a newer trace came first), polled for meanwhile
-  function finish(job, n, onThumbnails) {
     st.run = job.run;
-    const thumbs = (async () => {
-      let now = job;
-      while (now.state === "running" && n === st.polls) {
-        await sleep(POLL_MS);
-        now = await post(`/api/model/jobs/${now.job}`, undefined, "json");
-        progress(now);
-      }
-      if (now.state !== "done") throw new ApiError(now.message || "tracing failed", 422);
-      const got = await thumbnails(now.run, n);
-      if (got !== null) onThumbnails(got);
-      return got;
-    })();
-    thumbs.catch((e) => hooks.onError(e.message));
-    return { ...job, thumbs };
+    return job;
   }
 
-  // The grid's thumbnails of run: pooled on request (POST, asked again until done), then
-  // fetched; null when a newer trace (poll number n) came first.
-  async function thumbnails(run, n = st.polls) {
+  // The grid's thumbnails of the traced run: pooled on request (POST, asked again until done),
+  // then fetched; null when a newer trace came first.
+  async function thumbnails() {
+    const [run, n] = [st.run, st.polls];
     let p = await post("/api/model/thumbnails", { run }, "json");
     const [before, phase] = [said.textContent, panel.dataset.phase];
     while (p.state === "pooling") {
