@@ -101,7 +101,7 @@ def create_app(*, model_pool=None, runs=()) -> FastAPI:
     extras = whatif.Extras(pool)  # each model's LM head, built once for both routers
     app.include_router(whatif.router(pool, extras))
     app.include_router(why.router(extras))
-    traces = jobs.Jobs(pool)
+    traces = app.state.jobs = jobs.Jobs(pool)  # the trace jobs, seen by the tests too
     app.include_router(jobs.router(traces))
     app.include_router(zoomapi.router(traces))
     app.include_router(thumbs.router(thumbs.Thumbnails(traces)))

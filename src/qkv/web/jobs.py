@@ -2,7 +2,8 @@
 seconds to minutes, so the request starts it and answers at once.
 
     POST /api/model/jobs        {model, text} -> 202 {job, run, state, phase, done, total, …};
-                                one job runs at a time, MAX_PENDING may wait (else a 429)
+                                one job runs at a time; MAX_PENDING jobs may be running or
+                                waiting, one more is a 429 naming the limit
     GET  /api/model/jobs/{job}  the same, as it moves: phase "forward" (``done`` of ``total``
                                 layers run); ``ready`` once the run can be read; state "done"
                                 or "failed" (the grid's thumbnails: ``thumbs.py``, on request)
@@ -118,7 +119,8 @@ class Jobs:
             if pending >= MAX_PENDING:
                 raise FieldError(
                     "text",
-                    f"the server is tracing {pending} texts already: try again when one is done",
+                    f"the server traces at most {MAX_PENDING} texts at a time (one runs, the "
+                    f"others wait their turn) and has {pending}: try again when one is done",
                     429,
                 )
             job = Job(uuid.uuid4().hex[:12], model, text, name, len(ids))
@@ -229,7 +231,7 @@ def router(jobs: Jobs) -> APIRouter:
                 "description": "the model is not listed or not installed, or the "
                 "text is empty, too long in characters or past the model's context"
             },
-            429: {"description": "MAX_PENDING texts are being traced already"},
+            429: {"description": f"{MAX_PENDING} texts are being traced or waiting already"},
         },
     )(start)
 
