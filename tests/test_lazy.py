@@ -143,15 +143,19 @@ def test_a_whole_step_past_the_budget_is_refused_naming_its_size_and_smaller_rea
         lazy.rows(0)
 
 
-def test_the_tile_cache_stays_within_its_bytes():
+def test_the_tile_cache_keeps_the_step_read_alone_within_its_bytes():
     rng = np.random.default_rng(1)
     q, k, v = (rng.normal(size=(4, 3 * ROWS, 8)).astype(np.float32) for _ in range(3))
     _, lazy = lazy_attention(q, k, v, causal=True)
     cache = lazy.source.cache = TileCache(5 * ROWS * 3 * ROWS * 4)  # five (ROWS, S) float32
-    lazy["weights"]
-    assert 0 < cache.bytes <= cache.max_bytes
-    held = [{id(a): a.nbytes for a in t.values()} for t in cache.tiles.values()]  # τ = 1: tempered
-    assert cache.bytes == sum(sum(t.values()) for t in held)  # is scaled, counted once
+    for h in range(4):  # 4 heads × 3 tiles, read in order: the last five are kept, weights alone
+        lazy.rows(range(3 * ROWS), head=h)
+    assert cache.bytes == cache.max_bytes
+    last = [((), h, t, "weights") for h, t in [(2, 1), (2, 2), (3, 0), (3, 1), (3, 2)]]
+    assert list(cache.tiles) == last
+    assert all(list(tile) == ["weights"] for tile in cache.tiles.values())
+    lazy.head(0)["scores"]  # a whole step is copied into its answer, its tiles not kept
+    assert list(cache.tiles) == last
 
 
 def test_every_lazy_trace_shares_one_tile_budget_and_clears_only_its_own_tiles():
@@ -162,7 +166,7 @@ def test_every_lazy_trace_shares_one_tile_budget_and_clears_only_its_own_tiles()
     for tr in traces:
         tr.source.cache = Shelf(store)
     for tr in traces:
-        tr.head(0)["weights"]
+        tr.rows(range(ROWS), head=0)  # a reader of rows keeps its tiles
     assert 0 < store.bytes <= store.max_bytes  # three traces, one budget
     tokens = {key[0] for key in store.tiles}
     traces[0].source.cache.clear()

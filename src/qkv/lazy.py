@@ -125,7 +125,8 @@ class LazyTrace(Trace):
         return self._whole(name)
 
     def _whole(self, name: str) -> np.ndarray:
-        """Step ``name`` of every head (or of this trace's head), tile by tile."""
+        """Step ``name`` of every head (or of this trace's head), tile by tile (the tiles are
+        copied into the answer, not kept: the caller holds them now)."""
         s = self.source
         heads = range(s.H) if self.head_index is None else [self.head_index]
         last = {"sink": 1, "z": s.d_v, "head_out": None if s.W_O is None else s.W_O.shape[-1]}
@@ -143,7 +144,7 @@ class LazyTrace(Trace):
         for index in np.ndindex(*s.lead):
             for at, h in enumerate(heads):
                 for t, r0, r1 in s.tiles():
-                    part = s.tile(index, h, t, with_v=name in ("z", "head_out"))[name]
+                    part = s.tile(index, h, t, name, keep=False)  # copied into out
                     if out is None:
                         out = np.empty(shape, dtype=part.dtype)
                     where = index if self.head_index is not None else (*index, at)
@@ -165,10 +166,7 @@ class LazyTrace(Trace):
                 a = a[h if name == "q" else kv_head(h, s.H, s.G)]
             return a[r0:r1]
         parts = [
-            s.tile((), h, t, with_v=name in ("z", "head_out"))[name][
-                max(r0, a) - a : min(r1, b) - a
-            ]
-            for t, a, b in s.tiles(r0, r1)
+            s.tile((), h, t, name)[max(r0, a) - a : min(r1, b) - a] for t, a, b in s.tiles(r0, r1)
         ]
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
 

@@ -222,12 +222,19 @@ def softmax(masked, mask=None):
     # a row max of ±inf or NaN leaves no defined softmax: NaN shifts the whole row to NaN
     shift = xp.where(xp.isfinite(row_max), row_max, math.nan)
     with np.errstate(invalid="ignore"):
-        e = xp.exp(masked - shift)  # (..., L, S)
-    w = e / xp.sum(e, axis=-1, keepdims=True)  # (..., L, S)
+        e = _in_place(xp.exp, masked - shift)  # (..., L, S)
+    w = _in_place(xp.divide, e, xp.sum(e, axis=-1, keepdims=True))  # (..., L, S)
     if mask is None:
         return w
     live = xp.any(mask, axis=-1, keepdims=True)  # (..., L, 1)
     return w if bool(xp.all(live)) else xp.where(live, w, 0.0)  # no key to see: 0
+
+
+def _in_place(f, a, *more):
+    """f(a, *more) written over ``a``, a temporary of the caller's, when it is a NumPy array:
+    the same numbers, without a fresh (L, S) array and the page faults of its first touch
+    (a torch tensor gets a new one: its autograd may need ``a``)."""
+    return f(a, *more, out=a) if isinstance(a, np.ndarray) else f(a, *more)
 
 
 def softmax_with_sink(masked, sink_logits):

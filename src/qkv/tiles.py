@@ -1,5 +1,5 @@
 """What a lazy trace computes its steps from, and how: ``Source`` holds q, k, v, the mask rule
-and the settings of one attention call and computes every step of one head for one tile of
+and the settings of one attention call and computes a step of one head for one tile of
 ``steps.ROWS`` queries by ``attention.traced_steps`` (the eager path's code and tiles, so the
 numbers are the eager trace's bit for bit); ``TileCache`` keeps the tiles read last."""
 
@@ -72,14 +72,16 @@ class Source:
         for t in range(r0 // ROWS, math.ceil(r1 / ROWS)):
             yield t, t * ROWS, min(self.L, (t + 1) * ROWS)
 
-    def tile(self, index: tuple, h: int, t: int, *, with_v: bool) -> dict:
-        """Every step of query head ``h`` at leading ``index`` for the queries of tile ``t``,
-        by ``traced_steps`` (z and head_out too when ``with_v``)."""
-        wide = self.cache.get((index, h, t, True))
-        if wide is not None or not with_v:
-            found = wide if wide is not None else self.cache.get((index, h, t, False))
-            if found is not None:
-                return found
+    def tile(self, index: tuple, h: int, t: int, step: str, *, keep: bool = True) -> np.ndarray:
+        """Step ``step`` of query head ``h`` at leading ``index`` for the queries of tile ``t``,
+        by ``traced_steps`` (with v when the step is z or head_out). The cache keeps that step
+        alone, and only when ``keep`` (a reader that copies the tile into its answer passes
+        False): the rest is dropped as the tile ends, so its memory serves the next tile (a
+        fresh array's first touch costs about as much as computing it)."""
+        found = self.cache.get((index, h, t, step))
+        if found is not None:
+            return found[step]
+        with_v = step in ("z", "head_out")
         r0, r1 = t * ROWS, min(self.L, (t + 1) * ROWS)
         g = kv_head(h, self.H, self.G)
         at = (*index, h)
@@ -95,11 +97,11 @@ class Source:
             sinks=None if self.sinks is None else self.sinks[h : h + 1],
         )
         kept, _ = traced_steps(p)
-        kept = {n: a for n, a in kept.items() if n not in ("q", "k", "v")}
-        if "z" in kept and self.W_O is not None:  # (rows, d_v) @ (d_v, d_model)
+        if step == "head_out" and self.W_O is not None:  # (rows, d_v) @ (d_v, d_model)
             kept["head_out"] = rows_matmul(kept["z"], self.W_O[h])
-        self.cache.put((index, h, t, with_v), kept)
-        return kept
+        if keep:
+            self.cache.put((index, h, t, step), {step: kept[step]})
+        return kept[step]
 
     def arrays(self) -> dict:
         """The arrays this source holds (weights W_O, b_O excluded: they belong to the model)."""

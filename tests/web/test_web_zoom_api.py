@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 import pytest
-from zoom_reference import reference_weights
+from zoom_reference import pool_thumbnails, reference_weights
 
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (dev extra)")
 
@@ -38,9 +38,9 @@ def traced(client, model: str, text: str, *, sizes: list | None = None) -> dict:
     if sizes is not None:
         sizes += [len(r.content)]  # the page polls, too; its last answer is the one it reads
     assert seen[-1]["state"] == "done", seen[-1]
-    order = {"queued": 0, "forward": 1, "thumbnails": 2, "done": 3}
+    order = {"queued": 0, "forward": 1, "done": 2}
     steps = [(order[s["phase"]], s["done"]) for s in seen]
-    assert steps == sorted(steps), steps  # layers run, then layers pooled, never backwards
+    assert steps == sorted(steps), steps  # layers run, never backwards
     return seen[-1]
 
 
@@ -85,6 +85,7 @@ def test_the_overview_is_max_pooled_and_the_thumbnails_too(client, minilm_run):
     assert got.header["factor"] == [3, 3] and "max-pooled" in got.header["legend"]
     pooled = want.reshape(50, 3, 50, 3).max(axis=(1, 3))
     assert np.abs(got.data - np.rint(255 * np.sqrt(pooled))).max() <= 1
+    pool_thumbnails(client, job["run"])
     r = client.get("/api/model/thumbnails", params={"run": job["run"]})
     thumbs = unpack(r.content)
     assert thumbs.data.shape == (6, 12, 50, 50)  # 150 tokens pooled by 3 to at most 64
@@ -182,6 +183,29 @@ def test_unknown_jobs_and_thumbnails_are_404(client):
     assert client.get("/api/model/jobs/nope").status_code == 404
     r = client.get("/api/model/thumbnails", params={"run": "f" * 16})
     assert r.status_code == 404 and "trace the text first" in r.json()["message"]
+    r = client.post("/api/model/thumbnails", json={"run": "f" * 16})
+    assert r.status_code == 404 and "trace the text first" in r.json()["message"]
+    r = client.post("/api/model/thumbnails", json={"run": "F" * 16})
+    assert r.status_code == 422 and "run: String should match pattern" in r.json()["message"]
+
+
+def test_a_jobs_thumbnails_are_pooled_only_when_asked_for(client, minilm):
+    text = " ".join(WORDS[i % len(WORDS)] for i in range(1, 121))  # 122 tokens: a long text
+    job = traced(client, "minilm-l6", text)
+    assert job["state"] == "done" and job["phase"] == "done"
+    r = client.get("/api/model/thumbnails", params={"run": job["run"]})
+    assert r.status_code == 409, r.text  # done, and nothing pooled: no pooling was ever started
+    assert "not ready (POST /api/model/thumbnails {run} pools them)" in r.json()["message"]
+    answers = pool_thumbnails(client, job["run"])
+    assert answers[0]["total"] == 6 and answers[-1]["done"] == 6
+    assert [a["done"] for a in answers] == sorted(a["done"] for a in answers)
+    thumbs = unpack(client.get("/api/model/thumbnails", params={"run": job["run"]}).content)
+    assert thumbs.data.shape == (6, 12, 61, 61)  # 122 tokens pooled by 2
+    layer = minilm.trace(text).layer(3)
+    want = reference_weights(layer, 11, slice(0, 122)).reshape(61, 2, 61, 2).max(axis=(1, 3))
+    assert np.abs(thumbs.data[3, 11] - np.rint(255 * np.sqrt(want))).max() <= 1
+    again = client.post("/api/model/thumbnails", json={"run": job["run"]})
+    assert again.status_code == 200 and again.json()["state"] == "done"  # pooled once
 
 
 @pytest.mark.slow
@@ -193,10 +217,7 @@ def test_a_2048_token_text_costs_the_page_little(client, smollm2):
     job = traced(client, "smollm2-135m", text, sizes=first)
     assert job["tokens"] == 2048 and job["total"] == 30
     run, L = job["run"], 2048
-    r = client.get("/api/model/thumbnails", params={"run": run})
-    first.append(len(r.content))
-    assert unpack(r.content).data.shape == (30, 9, 64, 64)
-    head = {"run": run, "layer": 0, "head": 0}
+    head = {"run": run, "layer": 0, "head": 0}  # the grid's thumbnails wait to be asked for
     view(client, "overview", first, **head)
     view(client, "row", first, **head, q=L - 1)
     assert sum(first) <= FIRST_STATE, first

@@ -94,7 +94,9 @@ def test_the_page_traces_2048_tokens_zooms_and_selects_a_query(browser, model_se
         )
         assert hits == found[: len(hits)]
 
-        # the grid's thumbnails, pooled to 64 × 64 a head, arrive when the job is done
+        # the grid's thumbnails, pooled to 64 × 64 a head when asked for
+        assert page.locator("#grid button.thumb").count() == 0
+        page.click("#grid-pool")
         page.wait_for_function(
             "() => document.querySelectorAll('#grid button.thumb').length === 270",
             timeout=300_000,

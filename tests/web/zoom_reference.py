@@ -1,7 +1,9 @@
 """The float64 weights of one head of a model's layer trace, from its q and k: what the zoom
-views' tests check the page's numbers against."""
+views' tests check the page's numbers against; and the grid's thumbnails asked for over HTTP."""
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
@@ -19,3 +21,14 @@ def reference_weights(layer, head: int, rows: slice, *, tau: float = 1.0) -> np.
         scores = np.where(np.arange(s["S"])[None, :] <= pos, scores, -np.inf)
     e = np.exp(scores - scores.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
+
+
+def pool_thumbnails(client, run: str) -> list[dict]:
+    """Ask for the run's thumbnails until they are pooled; the answers' JSON."""
+    seen = [client.post("/api/model/thumbnails", json={"run": run})]
+    while seen[-1].json()["state"] == "pooling":
+        assert seen[-1].status_code == 202, seen[-1].text
+        time.sleep(0.1)
+        seen.append(client.post("/api/model/thumbnails", json={"run": run}))
+    assert seen[-1].status_code == 200 and seen[-1].json()["state"] == "done", seen[-1].text
+    return [r.json() for r in seen]

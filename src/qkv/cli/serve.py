@@ -33,9 +33,22 @@ from qkv.web.server import DEFAULT_HOST, DEFAULT_PORT
     "from the cache or downloaded) in the page's model mode, named after the "
     "directory or id (repeatable); loaded now, computed by qkv",
 )
+@click.option(
+    "--trace",
+    "trace_files",
+    multiple=True,
+    metavar="FILE",
+    help="serve this saved run (qkv trace -o FILE): the page opens it in its model mode, "
+    "its heads read from the file's q, k, v, nothing traced again (repeatable)",
+)
 @allow_pickle_option
 def serve(
-    host: str, port: int, open_browser: bool, model_dirs: tuple[str, ...], allow_pickle: bool
+    host: str,
+    port: int,
+    open_browser: bool,
+    model_dirs: tuple[str, ...],
+    trace_files: tuple[str, ...],
+    allow_pickle: bool,
 ) -> None:
     """Start the interactive attention simulator (a local web page).
 
@@ -47,6 +60,7 @@ def serve(
       qkv serve                      http://127.0.0.1:8000/
       qkv serve --port 0 --open      a free port, opened in your browser
       qkv serve --model ./my-llama   the page also offers my-llama
+      qkv serve --trace essay.qkvtrace   opens the saved run of essay.txt
     """
     from qkv import models
     from qkv.web.models import ModelPool
@@ -61,6 +75,7 @@ def serve(
                 f"give each directory its own name"
             )
         local[m.name] = m
+    runs = [loaded_run(path) for path in trace_files]
     try:
         run_server(
             host,
@@ -68,6 +83,22 @@ def serve(
             open_browser=open_browser,
             echo=click.echo,
             model_pool=ModelPool(local=local) if local else None,
+            runs=runs,
         )
     except ServerError as e:
         raise CliError(str(e)) from None
+
+
+def loaded_run(path: str):
+    """The saved run at ``path`` (``qkv.load``); a CliError naming the file otherwise."""
+    import qkv
+
+    try:
+        run = qkv.load(path)
+    except OSError as e:
+        raise CliError(f"--trace {path}: {e.strerror or e}") from None
+    except ValueError as e:  # its message starts with the path
+        raise CliError(f"--trace {e}") from None
+    if not run.layers:
+        raise CliError(f"--trace {path}: the run keeps no layer; trace it with at least one")
+    return run

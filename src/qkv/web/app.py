@@ -7,7 +7,9 @@
     GET  /api/practice...       exercises for the practice panel (practice.py)
     GET  /api/models            the real models, POST /api/model/trace one sentence (models.py)
     POST /api/model/jobs        trace a text up to the model's context, polled (jobs.py); its
-                                heads' zoom views, binary (zoomapi.py)
+                                heads' zoom views, binary (zoomapi.py); the grid's thumbnails,
+                                pooled on request (thumbs.py)
+    GET  /api/model/runs        saved runs the server was started with (served.py)
     POST /api/model/patch       one head edited, the next token before/after; GET
                                 /api/model/taxonomy, /api/model/abilities (whatif.py)
     POST /api/model/attribute   which heads wrote the next token (why.py)
@@ -29,7 +31,19 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from qkv.trace import STEPS
-from qkv.web import errors, jobs, models, practice, scenes, schemas, whatif, why, zoomapi
+from qkv.web import (
+    errors,
+    jobs,
+    models,
+    practice,
+    scenes,
+    schemas,
+    served,
+    thumbs,
+    whatif,
+    why,
+    zoomapi,
+)
 from qkv.web.guards import BodyLimit, HeadAsGet, KnownKeys, SecurityHeaders
 
 STATIC = Path(__file__).parent / "static"
@@ -54,10 +68,11 @@ def limits() -> dict:
     }
 
 
-def create_app(*, model_pool=None) -> FastAPI:
+def create_app(*, model_pool=None, runs=()) -> FastAPI:
     """A fresh app (no global state); ``qkv serve`` runs one under uvicorn.
 
     model_pool: a ``models.ModelPool`` (default: a new one that loads models on first use).
+    runs: saved runs (``qkv.load``) to serve as traced already (``served.py``).
     """
     app = FastAPI(
         title="qkv simulator",
@@ -86,9 +101,13 @@ def create_app(*, model_pool=None) -> FastAPI:
     extras = whatif.Extras(pool)  # each model's LM head, built once for both routers
     app.include_router(whatif.router(pool, extras))
     app.include_router(why.router(extras))
-    traces = jobs.Jobs(pool)
+    traces = app.state.jobs = jobs.Jobs(pool)  # the trace jobs, seen by the tests too
     app.include_router(jobs.router(traces))
     app.include_router(zoomapi.router(traces))
+    app.include_router(thumbs.router(thumbs.Thumbnails(traces)))
+    for run in runs:
+        served.add(traces, run)
+    app.include_router(served.router(traces))
 
     @app.get("/", include_in_schema=False)
     def index():

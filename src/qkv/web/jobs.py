@@ -2,10 +2,11 @@
 seconds to minutes, so the request starts it and answers at once.
 
     POST /api/model/jobs        {model, text} -> 202 {job, run, state, phase, done, total, …};
-                                one job runs at a time, MAX_PENDING may wait (else a 429)
+                                one job runs at a time; MAX_PENDING jobs may be running or
+                                waiting, one more is a 429 naming the limit
     GET  /api/model/jobs/{job}  the same, as it moves: phase "forward" (``done`` of ``total``
-                                layers run), then "thumbnails" (layers pooled for the grid);
-                                ``ready`` once the run can be read; state "done" or "failed"
+                                layers run); ``ready`` once the run can be read; state "done"
+                                or "failed" (the grid's thumbnails: ``thumbs.py``, on request)
 
 The text is checked in the request (a 422 naming the field): at most ``ModelPool.max_chars``
 characters before tokenizing, at most the model's context after. ``run`` names the trace for
@@ -54,7 +55,7 @@ class Job:
     run: str  # the run's name: a hash of model and text
     tokens: int
     state: str = "running"  # running, done, failed
-    phase: str = "queued"  # queued, forward, thumbnails, done
+    phase: str = "queued"  # queued, forward, done
     done: int = 0
     total: int = 0
     ready: bool = False  # the trace can be read (the forward pass is over)
@@ -87,6 +88,7 @@ class Jobs:
         self.pool = pool
         self.jobs: OrderedDict[str, Job] = OrderedDict()
         self.by_run: dict[str, Job] = {}  # run name -> its latest job
+        self.served: dict = {}  # run name -> a saved run served for good (``served.py``)
         self.lock = threading.Lock()
         self.turn = threading.Lock()  # one trace at a time: each takes every core it can
 
@@ -117,7 +119,8 @@ class Jobs:
             if pending >= MAX_PENDING:
                 raise FieldError(
                     "text",
-                    f"the server is tracing {pending} texts already: try again when one is done",
+                    f"the server traces at most {MAX_PENDING} texts at a time (one runs, the "
+                    f"others wait their turn) and has {pending}: try again when one is done",
                     429,
                 )
             job = Job(uuid.uuid4().hex[:12], model, text, name, len(ids))
@@ -144,12 +147,10 @@ class Jobs:
 
     def _trace(self, job: Job, m, step) -> None:
         job.phase, job.total = "forward", m.n_layers
-        run = self.pool.run(m, job.text, progress=step("forward"))
-        job.ready = True
-        job.phase, job.done = "thumbnails", 0
-        layers = {i: run.layers[i] for i in sorted(run.layers)}
-        job.thumbnails = zoom.thumbnails(layers, progress=step("thumbnails"))
-        job.phase, job.state = "done", "done"
+        self.pool.run(m, job.text, progress=step("forward"))
+        with self.lock:  # a status shows both or neither
+            job.ready = True  # the grid's thumbnails are pooled when asked for (thumbs.py)
+            job.phase, job.state = "done", "done"
 
     def get(self, job_id: str) -> Job:
         job = self.jobs.get(job_id)
@@ -159,7 +160,7 @@ class Jobs:
 
     def kept(self, job: Job):
         """The run of a job, if the pool still keeps it (else None)."""
-        return self.pool.runs.get((job.model, job.text))
+        return self.served.get(job.run) or self.pool.runs.get((job.model, job.text))
 
     def run_of(self, name: str):
         """(the job, the run) of a run name; 404 when unknown or dropped, 409 while tracing."""
@@ -184,7 +185,14 @@ class Jobs:
 
     def _trim(self) -> None:
         while len(self.jobs) > KEEP_JOBS:
-            old = next((j for j in self.jobs.values() if j.state != "running"), None)
+            old = next(
+                (
+                    j
+                    for j in self.jobs.values()
+                    if j.state != "running" and j.run not in self.served
+                ),
+                None,
+            )
             if old is None:
                 return
             del self.jobs[old.id]
@@ -223,13 +231,14 @@ def router(jobs: Jobs) -> APIRouter:
                 "description": "the model is not listed or not installed, or the "
                 "text is empty, too long in characters or past the model's context"
             },
-            429: {"description": "MAX_PENDING texts are being traced already"},
+            429: {"description": f"{MAX_PENDING} texts are being traced or waiting already"},
         },
     )(start)
 
     @routes.get("/api/model/jobs/{job}", responses={404: {"description": "no such job here"}})
     def status(job: str):
         """How far a trace job is: phase, layers done of total, ready, state, message."""
-        return jobs.get(job).status()
+        with jobs.lock:
+            return jobs.get(job).status()
 
     return routes

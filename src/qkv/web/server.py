@@ -41,15 +41,19 @@ def run_server(
     open_browser=False,
     echo=print,
     model_pool=None,
+    runs=(),
 ) -> None:
-    """Serve the simulator until interrupted (Ctrl-C); ``model_pool``: see ``create_app``."""
+    """Serve the simulator until interrupted (Ctrl-C); ``model_pool``, ``runs``: see
+    ``create_app``."""
     import uvicorn
 
     from qkv.web.app import create_app
 
     sock = bind(host, port)
     url = url_of(sock)
-    server = uvicorn.Server(uvicorn.Config(create_app(model_pool=model_pool), log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(model_pool=model_pool, runs=runs), log_level="warning")
+    )
     echo(f"qkv simulator: {url}  (Ctrl-C stops it)")
     if open_browser:
         threading.Timer(0.5, webbrowser.open, [url]).start()

@@ -6,9 +6,9 @@ one array), which the page's ``static/zoomdata.js`` reads.
     POST /api/model/window      {…, r0, r1, c0, c1} -> those queries × keys, float32
     POST /api/model/row         {…, q, width, k} -> query q's weights over every key, top keys
     POST /api/model/search      {run, text} -> JSON: the positions whose token matches
-    GET  /api/model/thumbnails?run=…  every layer's and head's weights pooled to ≤ 64 × 64
 
-``run`` is the name a trace job gave (``jobs.py``). A bad field is a 422 naming it, a run the
+(The grid's thumbnails, pooled on request: ``thumbs.py``.) ``run`` is the name a trace job
+gave (``jobs.py``) or a saved run the server was started with (``served.py``). A bad field is a 422 naming it, a run the
 server does not keep a 404, a run still being traced a 409 — never a 500.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -83,6 +83,21 @@ def asked(call, fields: tuple[str, ...]):
         raise FieldError(first if first in fields else "body", str(e)) from None
 
 
+def layer_of(model: str, run, layer: int, head: int):
+    """Layer ``layer``'s trace of ``run``; a layer the run does not keep, or a head past its
+    heads, is a 422 naming the field (a saved run may keep some layers only)."""
+    kept = sorted(run.layers)
+    if kept == list(range(len(kept))):
+        in_range("layer", layer, len(kept), f"({model} has {len(kept)} layers)")
+    elif layer not in run.layers:
+        raise FieldError("layer", f"layer must be one of {kept} (the layers this run keeps), "
+                         f"got {layer}")  # fmt: skip
+    t = run.layer(layer)
+    n = t.settings["n_heads"]
+    in_range("head", head, n, f"({model} has {n} heads a layer)")
+    return t
+
+
 def router(jobs: Jobs) -> APIRouter:
     routes = APIRouter()
     tempered: OrderedDict = OrderedDict()  # (run, layer, τ) -> the layer's trace at τ
@@ -90,10 +105,7 @@ def router(jobs: Jobs) -> APIRouter:
     def head_trace(req: HeadRequest):
         """(the layer's trace at τ, the run's tokens) for a request naming run, layer, head."""
         job, run = jobs.run_of(req.run)
-        m = jobs.pool.get(job.model)
-        in_range("layer", req.layer, m.n_layers, f"({job.model} has {m.n_layers} layers)")
-        in_range("head", req.head, m.n_heads, f"({job.model} has {m.n_heads} heads a layer)")
-        layer = run.layer(req.layer)
+        layer = layer_of(job.model, run, req.layer, req.head)
         if req.tau == float(layer.settings.get("temperature", 1.0)):
             return layer
         key = (req.run, req.layer, req.tau)
@@ -136,15 +148,5 @@ def router(jobs: Jobs) -> APIRouter:
         """The positions whose token matches the text (at most 200 named, all counted)."""
         _, run = jobs.run_of(req.run)
         return JSONResponse(asked(lambda: zoom.search(run.tokens, req.text), ("search",)))
-
-    @routes.get("/api/model/thumbnails", response_class=Response, responses=BINARY)
-    def thumbnails(run: str = Query(pattern="^[0-9a-f]{16}$")):  # noqa: B008
-        """Every layer's and head's weights max-pooled to at most 64 × 64, one byte a cell
-        (weight ≈ (byte/255)²), as the trace job computed them."""
-        job, _ = jobs.run_of(run)
-        if job.thumbnails is None:
-            why = job.message or f"{job.done} of {job.total} layers pooled"
-            raise FieldError("run", f"the thumbnails are not ready ({why})", 409)
-        return binary(job.thumbnails)
 
     return routes

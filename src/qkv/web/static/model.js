@@ -31,6 +31,7 @@ const note = (name) => {
 const state = { model: "smollm2-135m", text: DEFAULT_TEXT, layer: 0, head: 0, select: null,
                 stage: "weights" };
 let info = [];        // GET /api/models
+let served = [];      // GET /api/model/runs: saved runs the server opens (qkv serve --trace)
 let grid = null;      // {key, shape, bytes, sqrt} of the last run's pooled thumbnails
 let zoom = null;      // the zooming heatmap's panel (modelzoom.js)
 let traced = null;    // the last trace job: {run, tokens, ...}
@@ -107,9 +108,12 @@ function build() {
 
 async function fillModels() {
   info = await api("/api/models");
+  served = await api("/api/model/runs");
   const own = info.find((m) => m.local);  // started with --model DIR: that model first
   if (own) state.model = own.name;
-  $("model-name").replaceChildren(...info.map((m) => new Option(m.name, m.name)));
+  const saved = served.filter((r) => !info.some((m) => m.name === r.model));
+  $("model-name").replaceChildren(...info.map((m) => new Option(m.name, m.name)),
+    ...saved.map((r) => new Option(`${r.model} (saved run)`, r.model)));
   $("model-name").value = state.model;
   context();
 }
@@ -182,30 +186,31 @@ async function runText() {
 async function trace(message) {
   const n = ++tracing;
   const loaded = info.find((m) => m.name === state.model)?.n_layers != null;  // sizes: loaded
+  const own = served.find((r) => r.model === state.model && r.text === state.text);
   disable($("model-run"), `running ${state.model} on this text…`);
-  status(message || (loaded ? `running ${state.model}…` :
+  status(own ? "opening the saved run…" : message || (loaded ? `running ${state.model}…` :
     `loading ${state.model} (a few seconds the first time), then running it…`));
   const key = `${state.model}|${state.text}`;
+  if (own && !own.layers.includes(state.layer)) state.layer = own.layers[0];
   try {
-    const job = await zoom.trace(state.model, state.text, (thumbs) => {
-      grid = { key, shape: thumbs.header.shape, bytes: thumbs.data, sqrt: true };
-      if (key === `${state.model}|${state.text}` && active()) drawGrid();
-    });
+    const job = await zoom.trace(state.model, state.text, own);
     if (!job || n !== tracing) return;
     info = await api("/api/models");  // the model is loaded now: its sizes are known
     context();
     if (state.select === null) state.select = job.tokens - 1;
     await zoom.show(state.layer, state.head, state.select);  // the server checks all three
     if (n !== tracing) return;
-    traced = { ...job, key };
+    traced = { ...job, key, served: Boolean(own) };
     document.body.dataset.long = long() ? "true" : "false";
     $("panel-zoom").hidden = false;
     $("panel-whatif").hidden = long();
     $("panel-why").hidden = long();
-    zoom.note(long() ? `This text has ${job.tokens.toLocaleString("en")} tokens: the panels ` +
-      `that print every number show texts of at most ${bounds.model_page_tokens}, so its ` +
-      "weights are shown here alone." : "");
-    if (long()) paintLong(); else { await job.thumbs.catch(() => null); await ask(); }
+    const tokens = job.tokens.toLocaleString("en");
+    zoom.note(own ? `A saved run (${tokens} tokens, ${own.layers.length} layers): its weights ` +
+      "are computed from the file's q and k, and shown here alone." : long() ? `This text has ` +
+      `${tokens} tokens: the panels that print every number show texts of at most ` +
+      `${bounds.model_page_tokens}, so its weights are shown here alone.` : "");
+    if (long()) paintLong(); else { await pool(); await ask(); }
     if (n === tracing) status("");
   } catch (e) {
     if (n === tracing) status(`the server refused this: ${e.message}`, true);
@@ -214,8 +219,9 @@ async function trace(message) {
   }
 }
 
-// whether the traced text is too long for the panels that print every number
-const long = () => Boolean(traced && traced.tokens > bounds.model_page_tokens);
+// whether the traced text is too long for the panels that print every number (a saved run is
+// shown by the zooming heatmap alone: those panels would run the model again)
+const long = () => Boolean(traced && (traced.served || traced.tokens > bounds.model_page_tokens));
 
 // The panels' answer for the selected head and query. Latest wins: an answer that a newer
 // question overtook is dropped.
@@ -303,17 +309,38 @@ function pick(layer, head) {
   if (long()) paintLong(); else ask();
 }
 
+// The grid's thumbnails, pooled by the server when asked: at once for a short text, on the
+// button for a long one (every head of every layer: most of a minute at 2,048 tokens).
+async function pool() {
+  const key = traced.key;
+  try {
+    const thumbs = await zoom.thumbnails();
+    if (!thumbs) return;
+    grid = { key, shape: thumbs.header.shape, bytes: thumbs.data, sqrt: true,
+             layers: thumbs.header.layers };
+    if (key === traced?.key && active()) drawGrid();
+  } catch (e) {
+    status(`the server refused this: ${e.message}`, true);
+  }
+}
+
 function drawGrid() {
   const box = $("grid");
   if (!grid || grid.key !== traced?.key) {
-    box.replaceChildren(h("p", { class: "hint" }, "the thumbnails appear once every head is pooled…"));
+    const button = h("button", { type: "button", id: "grid-pool", onclick: () => {
+      disable(button, "pooling every head…");
+      pool();
+    } }, "show every head's thumbnail");
+    box.replaceChildren(long() ? h("p", { class: "hint" }, button, " pools every head of every ",
+      "layer to 64 × 64 (a few seconds a layer at a few thousand tokens)")
+      : h("p", { class: "hint" }, "the thumbnails appear once every head is pooled…"));
     delete box.dataset.key;
     return;
   }
   const key = grid.key;
   if (box.dataset.key !== key) {
     box.dataset.key = key;
-    box.replaceChildren(gridTable(grid, pick));
+    box.replaceChildren(gridTable(grid, pick, grid.layers));
   }
   markGrid(box, state.layer, state.head);
   $("grid-title").textContent = `· ${state.model}, ${traced.tokens} tokens · ` +
@@ -334,7 +361,8 @@ function writeURL() {
 function readURL() {
   const p = new URLSearchParams(location.search);
   const int = (v) => (v !== null && /^\d+$/.test(v) ? Number(v) : null);
-  if (info.some((m) => m.name === p.get("model"))) state.model = p.get("model");
+  const names = [...info.map((m) => m.name), ...served.map((r) => r.model)];
+  if (names.includes(p.get("model"))) state.model = p.get("model");
   if (p.get("text")) state.text = p.get("text").slice(0, bounds.model_text_chars);
   state.layer = int(p.get("layer")) ?? 0;
   state.head = int(p.get("head")) ?? 0;
@@ -359,7 +387,11 @@ async function start() {
     status(`cannot list the models: ${e.message}`, true);
     return;
   }
-  if (!readURL()) { show(false); return; }
+  const asked = readURL();
+  const own = served[0];  // a saved run the server was started with: opened unless the URL
+  if (own && !new URLSearchParams(location.search).get("text")) {  // names a text
+    Object.assign(state, { model: own.model, text: own.text });
+  } else if (!asked) { show(false); return; }
   show(true);
   $("model-name").value = state.model;
   $("model-text").value = state.text;

@@ -73,12 +73,13 @@ export function install(after, hooks) {
     panel.dataset.phase = job.state === "running" ? job.phase : job.state;
   }
 
-  // Trace (model, text): resolves with the job once the run can be read; onThumbnails(payload)
-  // is called when the grid's thumbnails are pooled. A newer trace() ends the polling of this one.
-  async function trace(model, text, onThumbnails) {
+  // Trace (model, text): resolves with the job once the run can be read (null when a newer
+  // trace() came first, which ends the polling of this one). ready: a job the server has done
+  // already (a saved run it serves, GET /api/model/runs).
+  async function trace(model, text, ready = null) {
     const n = ++st.polls;
     panel.hidden = false;
-    let job = await post("/api/model/jobs", { model, text }, "json");
+    let job = ready ?? await post("/api/model/jobs", { model, text }, "json");
     progress(job);
     while (!job.ready && job.state === "running") {
       await sleep(POLL_MS);
@@ -88,29 +89,28 @@ export function install(after, hooks) {
     }
     if (n !== st.polls) return null;
     if (!job.ready) throw new ApiError(job.message || "tracing failed", 422);
-    return finish(job, n, onThumbnails);
+    st.run = job.run;
+    return job;
   }
 
-  // the run is readable: hand it back, with job.thumbs, a promise of the grid's thumbnails
-  // (null when a newer trace came first), polled for meanwhile
-  function finish(job, n, onThumbnails) {
-    st.run = job.run;
-    const thumbs = (async () => {
-      let now = job;
-      while (now.state === "running" && n === st.polls) {
-        await sleep(POLL_MS);
-        now = await post(`/api/model/jobs/${now.job}`, undefined, "json");
-        progress(now);
-      }
-      if (now.state !== "done") throw new ApiError(now.message || "tracing failed", 422);
+  // The grid's thumbnails of the traced run: pooled on request (POST, asked again until done),
+  // then fetched; null when a newer trace came first.
+  async function thumbnails() {
+    const [run, n] = [st.run, st.polls];
+    let p = await post("/api/model/thumbnails", { run }, "json");
+    const [before, phase] = [said.textContent, panel.dataset.phase];
+    while (p.state === "pooling") {
       if (n !== st.polls) return null;
-      const got = unpack(await post(`/api/model/thumbnails?run=${now.run}`, undefined));
-      if (n !== st.polls) return null;
-      onThumbnails(got);
-      return got;
-    })();
-    thumbs.catch((e) => hooks.onError(e.message));
-    return { ...job, thumbs };
+      said.textContent = `pooling the grid's thumbnails: layer ${p.done} of ${p.total}`;
+      panel.dataset.phase = "thumbnails";
+      await sleep(POLL_MS);
+      p = await post("/api/model/thumbnails", { run }, "json");
+    }
+    if (p.state !== "done") throw new ApiError(p.message || "pooling failed", 422);
+    if (n !== st.polls) return null;
+    [said.textContent, panel.dataset.phase] = [before, phase];
+    const got = unpack(await post(`/api/model/thumbnails?run=${run}`, undefined));
+    return n === st.polls ? got : null;
   }
 
   // Show head (layer, head) of the traced run with query q selected.
@@ -127,5 +127,5 @@ export function install(after, hooks) {
 
   const select = (q) => { if (st.view && q !== st.view.state.q) st.view.select(q); };
   const note = (text) => { noted.textContent = text; noted.hidden = !text; };
-  return { panel, trace, show, select, note, state: st };
+  return { panel, trace, thumbnails, show, select, note, state: st };
 }
