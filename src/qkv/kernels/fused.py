@@ -194,14 +194,14 @@ class _FusedPlan(blocked._Plan):
         whole = m_u is not None or b_u is not None or u > 1 or h1 - h0 > 1
         for j0, j1, diagonal in self.key_blocks(i0, i1):
             for r0, r1, j_end in self._pieces(n, i0, j0, j1, diagonal and not whole):
-                k = r1 - r0
+                nr = r1 - r0  # rows in this piece
                 seen = no_mask
                 if m_u is not None:  # (u, h1-h0, i1-i0, bk) -> (u, n, bk)
                     seen = m_u[:, h0:h1, i0:i1, j0:j1].reshape(m_u.shape[0], -1, j1 - j0)
                     if not seen.any():
                         continue
-                s = buf.s[: u * k * (j_end - j0)].reshape(u, k, j_end - j0)
-                # (u, k, d_k) @ (u, d_k, bk) -> (u, k, bk)
+                s = buf.s[: u * nr * (j_end - j0)].reshape(u, nr, j_end - j0)
+                # (u, nr, d_k) @ (u, d_k, bk) -> (u, nr, bk)
                 np.matmul(qs[:, r0:r1], k_u[:, j0:j_end].transpose(0, 2, 1), out=s)
                 # (u, h1-h0, i1-i0, bk): the tile's slice of the broadcast bias, a view
                 bias = no_bias if b_u is None else b_u[:, h0:h1, i0:i1, j0:j1]
@@ -222,14 +222,14 @@ class _FusedPlan(blocked._Plan):
                     b_u is not None,
                     fixed,
                 )
-                pv = buf.pv[: u * k * self.d_v].reshape(u, k, self.d_v)
+                pv = buf.pv[: u * nr * self.d_v].reshape(u, nr, self.d_v)
                 vb = v_u[:, j0:j_end]  # (u, bk, d_v)
                 if partial and not self.finite_v:  # keep masked values' NaN/inf out of p·v
                     vb = np.where(np.isfinite(vb), vb, 0.0).astype(self.dtype)
                     np.matmul(s, vb, out=pv)
                     _add_nonfinite(pv, s, v_u[:, j0:j_end])
                 else:
-                    np.matmul(s, vb, out=pv)  # (u, k, bk) @ (u, bk, d_v)
+                    np.matmul(s, vb, out=pv)  # (u, nr, bk) @ (u, bk, d_v)
                 acc[:, r0:r1] += pv
         # z = a / ℓ; a row that saw no key, or whose every score is −inf, gets 0 (NaN stays)
         status = kernels["finish"](m, ell, acc, out_u[:, h0:h1, i0:i1])
