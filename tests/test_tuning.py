@@ -80,6 +80,20 @@ def test_a_cache_from_another_processor_is_rejected_and_rebuilt(tuner):
     assert json.loads(tuner.read_text())["key"]["processor"] == processor.current().key
 
 
+def test_a_cache_written_for_older_kernels_is_rejected_and_rebuilt(tuner):
+    name, run = _kernel()
+    tuning.choice(name, run)
+    saved = json.loads(tuner.read_text())
+    saved["key"]["kernels"] = tuning.KERNELS - 1
+    saved["kernels"][name]["block_q"] = 3  # chosen for the old loops: not to be used now
+    tuner.write_text(json.dumps(saved))
+    tuning.forget()
+    c = tuning.choice(name, run)
+    assert c.source == "measured now" and "older kernels" in c.note
+    assert c.tiles in SMALL
+    assert json.loads(tuner.read_text())["key"]["kernels"] == tuning.KERNELS
+
+
 def test_an_entry_that_does_not_parse_is_measured_again(tuner):
     name, run = _kernel()
     tuning.choice(name, run)

@@ -35,6 +35,9 @@ import numpy as np
 from qkv.kernels import processor
 
 FORMAT = 1  # the file's layout; a file of another format is measured again
+# the kernels' inner loops: raised when they change, so tiles chosen for the old ones are
+# measured again rather than kept
+KERNELS = 2
 
 
 @dataclass(frozen=True, order=True)
@@ -227,6 +230,7 @@ def _key() -> dict:
         numba_version = None
     return {
         "format": FORMAT,
+        "kernels": KERNELS,
         "problem": problem_text(),  # measured on another problem: measured again
         "processor": processor.current().key,
         "numpy": np.__version__,
@@ -245,7 +249,10 @@ def _read(path: Path) -> tuple[dict, str]:
     if not isinstance(data, dict) or not isinstance(data.get("kernels"), dict):
         return {}, f"rejected {path} (not a tile cache): measured again"
     if data.get("key") != _key():
-        return {}, f"rejected {path} (another processor or other versions): measured again"
+        return (
+            {},
+            f"rejected {path} (another processor, other versions or older kernels): measured again",
+        )
     return data["kernels"], ""
 
 
