@@ -98,3 +98,14 @@ def test_smollm2_multiplies_one_row_by_its_file_s_codes(rng, smollm2):
     h = rng.standard_normal(smollm2.d_model).astype(np.float32)
     want = h.astype(np.float64) @ smollm2.E_token.T.astype(np.float64)  # (vocab,)
     np.testing.assert_allclose(smollm2.logits(h), want, rtol=1e-4, atol=1e-5)
+
+
+def test_weights_multiplied_by_their_codes_cannot_be_edited_in_place():
+    from qkv import models
+
+    m = models.load("smollm2-135m")
+    if not quantized.available():
+        pytest.skip("numba is not installed: no weight is multiplied by its codes")
+    blk = m.blocks[0]
+    with pytest.raises(ValueError, match="read-only"):
+        blk.W_O[0, 0] = 0.0

@@ -108,13 +108,16 @@ def product(x: np.ndarray, W: np.ndarray, packed: dict, *, owner=None) -> np.nda
 
 def packing(pairs) -> dict[int, tuple[np.ndarray, Packed]]:
     """``product``'s table from (owner, W's Packed form) pairs, W float32 (in, out) being owner
-    or its transpose; {} without numba (every product is then ``layers.linear``)."""
+    or its transpose; {} without numba (every product is then ``layers.linear``). Each owner
+    becomes read-only: its codes would not follow an edit made in place, so such an edit is an
+    error (a new array in its place is multiplied by BLAS, ``product``)."""
     if not available():
         return {}
     table = {}
     for owner, codes in pairs:
         if codes.shape not in (owner.shape, owner.shape[::-1]):
             raise ValueError(f"packed weights {codes.shape} do not match {owner.shape}")
+        owner.setflags(write=False)
         table[id(owner)] = (owner, codes)
     return table
 
