@@ -77,8 +77,9 @@ class Job:
         }
 
 
-def run_name(model: str, text: str) -> str:
-    return hashlib.sha256(f"{model}\0{text}".encode()).hexdigest()[:16]
+def run_name(*parts: str) -> str:
+    """A run's name: 16 hex digits of a hash of what makes it (a model and a text)."""
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
 class Jobs:

@@ -11,25 +11,24 @@ read its tiles from the file's q, k, v and nothing is traced again.
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 
 from fastapi import APIRouter
 
-from qkv.web.jobs import Job, Jobs
+from qkv.web.jobs import Job, Jobs, run_name
 
 
-def run_name(run) -> str:
-    """A saved run's name: a hash of its model and token ids (16 hex digits, as a job's)."""
-    ids = ",".join(str(int(i)) for i in run.ids)
-    return hashlib.sha256(f"saved\0{run.model}\0{ids}".encode()).hexdigest()[:16]
+def saved_name(run) -> str:
+    """A saved run's name: ``jobs.run_name`` of its model and token ids ("saved" first, which
+    no model is called, so no traced text shares it)."""
+    return run_name("saved", run.model, ",".join(str(int(i)) for i in run.ids))
 
 
 def add(jobs: Jobs, run) -> Job:
     """Serve ``run`` (a ``ModelTrace``) from ``jobs``: a job that is done, its run kept."""
     if not run.layers:
         raise ValueError("a served run needs at least one layer; this one keeps none")
-    name = run_name(run)
+    name = saved_name(run)
     text = "".join(run.tokens)
     job = Job(uuid.uuid4().hex[:12], run.model, text, name, len(run.tokens), state="done",
               phase="done", done=len(run.layers), total=len(run.layers), ready=True)  # fmt: skip
