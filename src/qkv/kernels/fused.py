@@ -65,6 +65,20 @@ DECODE_BLAS_BLOCK = 4096  # keys per BLAS call when decoding
 DIAGONAL_PIECES = 2  # row pieces of a causal diagonal block (measured: 1 to 4 within 1%)
 
 
+def _constant(a):
+    """a, read-only (the compiled loops take the arguments they do not write as read-only)."""
+    a.flags.writeable = False
+    return a
+
+
+# the tile pass's arguments for "no mask", "no bias" and "no diagonal" (never read)
+_NO_MASK = _constant(np.ones((1, 1, 1), dtype=bool))
+_NO_BIAS = {
+    np.dtype(t): _constant(np.zeros((1, 1, 1, 1), dtype=t)) for t in (np.float32, np.float64)
+}
+_NO_POSITIONS = _constant(np.zeros(1, dtype=np.int64))
+
+
 @functools.cache
 def available() -> bool:
     """True when numba can be imported (the kernel compiles on first use)."""
@@ -121,7 +135,7 @@ def fused_attention(q, k, v, *, workers=None, block_q=None, block_k=None, **rule
     qs = np.multiply(qs.reshape(U, r * L, d_k), factor, dtype=work, order="C")
     ks = _expanded(k4, (*batch, G, S, d_k)).reshape(U, S, d_k)  # a view when it can be
     vs = _expanded(v4, (*batch, G, S, d_v)).reshape(U, S, d_v)
-    ms = np.ones((1, 1, 1), dtype=bool)
+    ms = _NO_MASK
     if mask is not None:  # one row per unit here (r·L = 1)
         mm = layout.split_heads(layout.padded(np.asarray(mask), nd), G, r)
         ms = np.broadcast_to(mm, (*batch, G, r, L, S)).reshape(U, r * L, S)
@@ -181,8 +195,7 @@ class _FusedPlan(blocked._Plan):
         pos = np.tile(np.arange(i0, i1), h1 - h0)  # (n,) each row's query position
         kernels = _kernels()
         fused = kernels["tile32" if self.dtype == np.float32 else "tile64"]
-        no_mask = np.ones((1, 1, 1), dtype=bool)
-        no_bias = np.zeros((1, 1, 1, 1), dtype=self.dtype)
+        no_bias = _NO_BIAS[np.dtype(self.dtype)]
         # every score small enough for 2^s as it is (blocked._Plan._quiet): no max, no rescale
         fixed = kn_u is not None and m_u is None
         if fixed and self._quiet(qs, kn_u, math.sqrt(kernels["norm"](qs))):
@@ -195,7 +208,7 @@ class _FusedPlan(blocked._Plan):
         for j0, j1, diagonal in self.key_blocks(i0, i1):
             for r0, r1, j_end in self._pieces(n, i0, j0, j1, diagonal and not whole):
                 nr = r1 - r0  # rows in this piece
-                seen = no_mask
+                seen = _NO_MASK
                 if m_u is not None:  # (u, h1-h0, i1-i0, bk) -> (u, n, bk)
                     seen = m_u[:, h0:h1, i0:i1, j0:j1].reshape(m_u.shape[0], -1, j1 - j0)
                     if not seen.any():
@@ -259,23 +272,27 @@ class _FusedPlan(blocked._Plan):
 def _decode_blas(qs, ks, vs, out):
     """Decoding rows that see every key: scores by BLAS a block of keys at a time, the tile
     pass on them, p·v by BLAS (K and V read once each, at BLAS's speed). qs (u, n, d_k) in log₂
-    units, ks (u, S, d_k), vs (u, S, d_v), out (u, n, d_v) zeros; a row whose answer is not
-    finite (a +inf score, no weight) gets NaN, which the reference then decides."""
+    units, ks (u, S, d_k), vs (u, S, d_v), out (u, n, d_v) zeros; when some row's answer is not
+    finite (a +inf score, no weight) every row gets NaN, and the reference then decides."""
     u, n, _ = qs.shape
     dtype = qs.dtype
-    tile = _kernels()["tile32" if dtype == np.float32 else "tile64"]
+    kernels = _kernels()
+    tile = kernels["tile32" if dtype == np.float32 else "tile64"]
     m = np.full((u, n), -np.inf, dtype=dtype)
     ell = np.zeros((u, n), dtype=dtype)
-    pos = np.zeros(n, dtype=np.int64)  # unused: no diagonal
-    no_mask, no_bias = np.ones((1, 1, 1), dtype=bool), np.zeros((1, 1, 1, 1), dtype=dtype)
-    for j0 in range(0, ks.shape[1], DECODE_BLAS_BLOCK):
-        kb, vb = ks[:, j0 : j0 + DECODE_BLAS_BLOCK], vs[:, j0 : j0 + DECODE_BLAS_BLOCK]
-        s = np.matmul(qs, kb.transpose(0, 2, 1))  # (u, n, d_k) @ (u, d_k, b) -> (u, n, b)
-        tile(s, m, ell, out, pos, j0, False, 0, no_mask, False, no_bias, False, False)
-        out += np.matmul(s, vb)  # (u, n, b) @ (u, b, d_v)
-    undefined = (m == np.inf) | (m == -np.inf) | (ell == 0)
-    np.divide(out, ell[..., None], out=out, where=~undefined[..., None])
-    out[undefined] = np.nan
+    block = min(ks.shape[1], DECODE_BLAS_BLOCK)
+    scores = np.empty(u * n * block, dtype=dtype)
+    pv = np.empty_like(out)
+    no_bias = _NO_BIAS[np.dtype(dtype)]
+    for j0 in range(0, ks.shape[1], block):
+        kb, vb = ks[:, j0 : j0 + block], vs[:, j0 : j0 + block]
+        s = scores[: u * n * kb.shape[1]].reshape(u, n, kb.shape[1])  # C-contiguous
+        np.matmul(qs, kb.transpose(0, 2, 1), out=s)  # (u, n, d_k) @ (u, d_k, b) -> (u, n, b)
+        tile(s, m, ell, out, _NO_POSITIONS, j0, False, 0, _NO_MASK, False, no_bias, False, False)
+        out += np.matmul(s, vb, out=pv)  # (u, n, b) @ (u, b, d_v)
+    # z = a / ℓ in place (1: a +inf score; 2: a row with no weight, which sees every key here)
+    if kernels["finish"](m, ell, out, out[:, None]) != 0:
+        out[:] = np.nan
 
 
 def _expanded(a, shape):
@@ -285,9 +302,7 @@ def _expanded(a, shape):
 
 def _read_only(a):
     """a as a read-only view (the compiled loops are typed for read-only K and V)."""
-    a = a.view()
-    a.flags.writeable = False
-    return a
+    return _constant(a.view())
 
 
 def _add_nonfinite(pv, p, vb):
