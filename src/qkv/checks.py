@@ -35,9 +35,7 @@ class Problem(NamedTuple):
     def rule(self) -> dict:
         """The checked settings (mask … sinks) as keywords, for a kernel: ``kernel(q, k, v,
         **p.rule())``."""
-        return {
-            name: value for name, value in self._asdict().items() if name not in ("q", "k", "v")
-        }
+        return dict(zip(self._fields[3:], self[3:], strict=True))  # mask … sinks
 
 
 def problem(

@@ -163,3 +163,74 @@ def test_a_nan_input_makes_the_same_rows_nan_as_eager_on_bidirectional_attention
         got = model(inputs_embeds=emb).logits[0]
         want = eager(inputs_embeds=emb).logits[0]
     assert torch.equal(torch.isnan(got).any(-1), torch.isnan(want).any(-1))
+
+
+@pytest.mark.parametrize("name", ["llama", "qwen2", "gemma2"])
+def test_greedy_generation_of_one_unpadded_sequence_gives_eager_tokens_and_scores(name):
+    # no padding: transformers builds no mask (a causal flag at the prompt, nothing for each new
+    # token), so every layer after the first of a step takes the settings its first one checked
+    ids = torch.randint(3, 90, (1, 5), generator=torch.Generator().manual_seed(2))
+    runs = []
+    for attn in ("eager", "qkv"):
+        model = build(name, attn=attn)
+        model.generation_config.pad_token_id = 0
+        with torch.no_grad(), softmax_in_input_dtype():
+            runs.append(
+                model.generate(
+                    ids,
+                    max_new_tokens=8,
+                    do_sample=False,
+                    use_cache=True,
+                    output_scores=True,
+                    return_dict_in_generate=True,
+                )
+            )
+    want, got = runs
+    assert torch.equal(got.sequences, want.sequences)
+    for g, w in zip(got.scores, want.scores, strict=True):
+        torch.testing.assert_close(g, w, rtol=0, atol=1e-5)
+
+
+def test_a_call_shaped_like_an_earlier_good_one_is_still_checked():
+    from qkv.hf import adapter
+
+    layer = build("llama", attn="qkv").model.layers[0].self_attn
+    gen = torch.Generator().manual_seed(3)
+    q, k = torch.randn(1, 4, 1, 8, generator=gen), torch.randn(1, 2, 5, 8, generator=gen)
+    v = torch.randn(1, 2, 5, 8, generator=gen)
+    for _ in range(2):  # the second call is the one a remembered check would answer
+        adapter.attention_forward(layer, q, k, v, None, scaling=1)
+    with pytest.raises(TypeError, match="scale must be a finite number.*got True"):
+        adapter.attention_forward(layer, q, k, v, None, scaling=True)  # True == 1, not a scale
+    with pytest.raises(ValueError, match="scale must be a finite number.*got nan"):
+        adapter.attention_forward(layer, q, k, v, None, scaling=float("nan"))
+    with pytest.raises(ValueError, match="k and v must have the same number of keys"):
+        adapter.attention_forward(layer, q, k, v[:, :, :4], None, scaling=1)
+    with pytest.raises(ValueError, match="mask must broadcast to the scores' shape"):
+        adapter.attention_forward(layer, q, k, v, torch.ones(1, 1, 1, 4, dtype=torch.bool))
+    # a float64 k: q and v become float64 too, and z is what float64 eager attention gives
+    z, _ = adapter.attention_forward(layer, q, k.double(), v, None, scaling=1)
+    weights = torch.softmax(q.double() @ k.double().repeat_interleave(2, 1).mT, dim=-1)
+    want = (weights @ v.double().repeat_interleave(2, 1)).transpose(1, 2)  # (1, L, H, d)
+    assert z.dtype == torch.float64
+    torch.testing.assert_close(z, want, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("L", [1, 70], ids=["one query", "70 queries"])  # 4 or 280 rows of z
+@pytest.mark.parametrize("toward", ["+inf", "-inf"])
+def test_scores_that_overflow_are_refused_after_good_calls_of_the_same_shapes(L, toward):
+    # the checks see shapes, not numbers: SDPA's answer is vouched for on every call
+    from qkv.hf import adapter
+
+    layer = build("llama", attn="qkv").model.layers[0].self_attn
+    gen = torch.Generator().manual_seed(4)
+    q, k = torch.randn(1, 4, L, 8, generator=gen), torch.randn(1, 2, 70, 8, generator=gen)
+    v = torch.randn(1, 2, 70, 8, generator=gen)
+    for _ in range(2):
+        z, _ = adapter.attention_forward(layer, q, k, v, None, scaling=1)
+        assert torch.isfinite(z).all()
+    big_q, big_k = q.abs() * 1e20, k.abs() * 1e20 + 1e20  # every |q·k| ~ 1e40 > float32's max
+    if toward == "-inf":
+        big_k = -big_k
+    with pytest.raises(ValueError, match=r"the scores overflow (torch\.)?float32"):
+        adapter.attention_forward(layer, big_q, big_k, v, None, scaling=1)

@@ -56,7 +56,7 @@ def choose(backend, p: Problem, *, return_trace=False) -> str:
                 f"path keeps: use backend='auto' or 'reference', got {backend!r}"
             )
         return "reference"
-    torch_in = any(is_torch_array(a) for a in (p.q, p.k, p.v))
+    torch_in = is_torch_array(p.q) or is_torch_array(p.k) or is_torch_array(p.v)
     if backend in ("blocked", "fused") and torch_in:
         raise TypeError(
             f"backend={backend!r} runs on NumPy arrays, got torch tensors; use "

@@ -12,6 +12,7 @@ between the scores and the mask that SDPA does not have: ``dispatch`` never send
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -37,9 +38,7 @@ def torch_attention(q, k, v, **rule):
     row sees is −inf, which the reference decides: NaN, or the overflow error) and when a value
     is not finite.
     """
-    import torch
-    import torch.nn.functional as F
-
+    torch, F = _torch()
     _, _, _, mask, causal, scale, temperature, softcap, bias, sinks = Problem(q, k, v, **rule)
     if softcap is not None:
         raise ValueError(
@@ -106,7 +105,7 @@ def torch_attention(q, k, v, **rule):
     peak = out.detach().abs().amax(dim=-1)  # (..., L): NaN where the row holds a NaN
     if sees is not None:
         peak = torch.where(sees[..., 0], peak, 1.0)  # rows that see nothing are done
-    low, high = (float(a) for a in torch.aminmax(peak))
+    low, high = _extremes(peak)
     if not math.isfinite(high) or (sinks is None and low == 0.0):
         return None
     if batch is not None:
@@ -114,6 +113,32 @@ def torch_attention(q, k, v, **rule):
         out = out.reshape(out.shape[max(nd, 4) - nd :])  # drop the padding axes
     out = out if out.dtype == dtype else out.to(dtype)
     return out.numpy() if numpy_in else out
+
+
+# Up to this many rows (a decoding step's heads) the rows' peaks are read as one list: fewer
+# torch calls than a reduction and two scalars, each of which costs more than the list.
+FEW_ROWS = 256
+
+
+def _extremes(peak) -> tuple[float, float]:
+    """(min, max) of ``peak`` as floats; NaN (either one) when it holds a NaN."""
+    if peak.numel() <= FEW_ROWS:
+        values = peak.reshape(-1).tolist()
+        if any(x != x for x in values):  # min and max of a list skip a NaN in places
+            return math.nan, math.nan
+        return min(values), max(values)
+    low, high = peak.aminmax()
+    return float(low), float(high)
+
+
+@functools.cache
+def _torch():
+    """(torch, torch.nn.functional), imported by the first call: a decoding step calls this
+    kernel once per layer, and an import statement costs more than a cached call."""
+    import torch
+    import torch.nn.functional as F
+
+    return torch, F
 
 
 def _with_bias_and_sinks(allowed, bias, sinks, q4, k4, v4, batch, nd):
