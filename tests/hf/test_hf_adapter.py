@@ -198,8 +198,10 @@ def test_a_call_shaped_like_an_earlier_good_one_is_still_checked():
     gen = torch.Generator().manual_seed(3)
     q, k = torch.randn(1, 4, 1, 8, generator=gen), torch.randn(1, 2, 5, 8, generator=gen)
     v = torch.randn(1, 2, 5, 8, generator=gen)
-    for _ in range(2):  # the second call is the one a remembered check would answer
+    sees = torch.ones(1, 1, 1, 5, dtype=torch.bool)
+    for _ in range(2):  # the second calls are the ones a remembered check would answer
         adapter.attention_forward(layer, q, k, v, None, scaling=1)
+        adapter.attention_forward(layer, q, k, v, sees, scaling=1)
     with pytest.raises(TypeError, match="scale must be a finite number.*got True"):
         adapter.attention_forward(layer, q, k, v, None, scaling=True)  # True == 1, not a scale
     with pytest.raises(ValueError, match="scale must be a finite number.*got nan"):
@@ -207,7 +209,7 @@ def test_a_call_shaped_like_an_earlier_good_one_is_still_checked():
     with pytest.raises(ValueError, match="k and v must have the same number of keys"):
         adapter.attention_forward(layer, q, k, v[:, :, :4], None, scaling=1)
     with pytest.raises(ValueError, match="mask must broadcast to the scores' shape"):
-        adapter.attention_forward(layer, q, k, v, torch.ones(1, 1, 1, 4, dtype=torch.bool))
+        adapter.attention_forward(layer, q, k, v, sees[..., :4], scaling=1)
     # a float64 k: q and v become float64 too, and z is what float64 eager attention gives
     z, _ = adapter.attention_forward(layer, q, k.double(), v, None, scaling=1)
     weights = torch.softmax(q.double() @ k.double().repeat_interleave(2, 1).mT, dim=-1)
@@ -234,3 +236,23 @@ def test_scores_that_overflow_are_refused_after_good_calls_of_the_same_shapes(L,
         big_k = -big_k
     with pytest.raises(ValueError, match=r"the scores overflow (torch\.)?float32"):
         adapter.attention_forward(layer, big_q, big_k, v, None, scaling=1)
+
+
+@pytest.mark.parametrize("L", [1, 70], ids=["one query", "70 queries"])
+def test_garbage_at_a_key_the_mask_hides_changes_no_head_of_a_step(L):
+    # NaN and inf at hidden key 2 of the second K/V head only: torch's SDPA turns the rows of
+    # that head's queries NaN, which the kernel must see wherever they are among the rows
+    from qkv.hf import adapter
+
+    layer = build("llama", attn="qkv").model.layers[0].self_attn
+    gen = torch.Generator().manual_seed(5)
+    q, k = torch.randn(1, 4, L, 8, generator=gen), torch.randn(1, 2, 5, 8, generator=gen)
+    v = torch.randn(1, 2, 5, 8, generator=gen)
+    sees = torch.ones(1, 1, L, 5, dtype=torch.bool)
+    sees[..., 2] = False
+    k[0, 1, 2, 0], v[0, 1, 2, 3] = float("nan"), float("inf")
+    z, _ = adapter.attention_forward(layer, q, k, v, sees, scaling=1)
+    kept_k = k[:, :, [0, 1, 3, 4]].double().repeat_interleave(2, 1)  # (1, 4, 4, 8)
+    kept_v = v[:, :, [0, 1, 3, 4]].double().repeat_interleave(2, 1)
+    want = (torch.softmax(q.double() @ kept_k.mT, dim=-1) @ kept_v).transpose(1, 2)
+    torch.testing.assert_close(z.double(), want, rtol=0, atol=1e-6)
