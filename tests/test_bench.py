@@ -16,6 +16,7 @@ from qkv.kernels import processor, tuning
 from qkv.kernels.threads import default_workers, single_threaded_blas
 
 
+@pytest.mark.slow
 def test_quick_json_reports_every_config_and_peer_at_each_thread_count():
     result = CliRunner().invoke(bench, ["--quick", "--json"])
     assert result.exit_code == 0, result.output
@@ -133,6 +134,7 @@ def _without(module: str, code: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_without_torch_bench_names_the_peers_it_skipped_and_why():
     code = (
         "import sys; sys.argv = ['qkv', 'bench', '--quick', '--no-memory']\n"
@@ -206,6 +208,7 @@ def test_hf_needs_model():
     assert result.exit_code == 2 and "--hf: expected it with --model" in result.output
 
 
+@pytest.mark.slow
 def test_table_output_and_skipping_by_memory():
     args = [
         "--T",

@@ -211,7 +211,7 @@ def test_a_real_process_prints_one_line_on_stderr():
     "args",
     [
         ["lab", "train", "--steps", "1", "--out", "/nonexistent-qkv-dir/m.npz"],
-        ["ring", "-n", "2", "--T", "8"],
+        pytest.param(["ring", "-n", "2", "--T", "8"], marks=pytest.mark.slow),
     ],
 )
 def test_without_torch_the_error_names_the_extra(args):

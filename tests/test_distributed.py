@@ -31,7 +31,11 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module", params=[2, 4], ids=["2 ranks", "4 ranks"])
+@pytest.fixture(
+    scope="module",
+    params=[2, pytest.param(4, marks=pytest.mark.slow)],
+    ids=["2 ranks", "4 ranks"],
+)
 def reports(request):
     world = request.param
     per_rank = launch.run(check.workers, world, CASES, timeout_s=60)
@@ -95,7 +99,7 @@ def test_slices_cover_the_sequence_unevenly():
     assert check.bounds(3, 4) == [(0, 1), (1, 2), (2, 3), (3, 3)]
 
 
-@pytest.mark.parametrize("world", [2, 3])
+@pytest.mark.parametrize("world", [2, pytest.param(3, marks=pytest.mark.slow)])
 def test_a_failing_rank_stops_the_others_with_its_own_error_and_leaves_no_file(
     world, tmp_path, monkeypatch
 ):

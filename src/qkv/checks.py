@@ -91,6 +91,10 @@ def takes_settings(fn):
 
 def as_floating(x, xp=None):
     """x as a real floating array: integers and booleans become float64; complex is refused."""
+    if type(x) is np.ndarray and x.dtype.kind == "f":  # NumPy floats: no array-API lookup
+        return x
+    if getattr(x.dtype, "is_floating_point", False) is True:  # torch's real floating dtypes
+        return x
     xp = xp or steps.namespace(x)
     if xp.isdtype(x.dtype, "real floating"):
         return x
@@ -141,11 +145,13 @@ def inputs(xp, q, k, v):
 
 def scores_shape(q, k) -> tuple:
     """The shape of q·kᵀ, (..., [H,] L, S), with grouped K/V heads counted as query heads."""
-    k_lead = tuple(k.shape[:-2])
+    q_lead, k_lead = tuple(q.shape[:-2]), tuple(k.shape[:-2])
+    if q_lead == k_lead:  # the common case, without NumPy's broadcasting rules
+        return (*q_lead, q.shape[-2], k.shape[-2])
     if steps.kv_groups(q, k) > 1:
         k_lead = k_lead[:-1] + (q.shape[-3],)
     try:
-        lead = np.broadcast_shapes(tuple(q.shape[:-2]), k_lead)
+        lead = np.broadcast_shapes(q_lead, k_lead)
     except ValueError:
         raise ValueError(
             f"the leading axes of q and k do not broadcast: q {tuple(q.shape)}, k {tuple(k.shape)}"
@@ -248,18 +254,26 @@ def number(
     where given. Otherwise a TypeError (not a number) or a ValueError (not finite, or out of
     range): "{name} must be a finite number > 0{hint}, got …". Every scalar of the API and of
     the surfaces is checked here."""
-    bounds = "".join(f" {op} {b:g}" for op, b in ((">", above), ("≥", at_least)) if b is not None)
-    rule = f"{name} must be a finite number{bounds}{hint}"
+    if type(x) is float and math.isfinite(x):  # the common case first (a call per layer)
+        if (above is None or x > above) and (at_least is None or x >= at_least):
+            return x
+
+    def rule() -> str:
+        bounds = "".join(
+            f" {op} {b:g}" for op, b in ((">", above), ("≥", at_least)) if b is not None
+        )
+        return f"{name} must be a finite number{bounds}{hint}"
+
     if isinstance(x, bool) or not isinstance(x, (int, float, np.floating, np.integer)):
-        raise TypeError(f"{rule}, got {_quoted(x)}")
+        raise TypeError(f"{rule()}, got {_quoted(x)}")
     try:
         value = float(x)
     except OverflowError:  # an integer past float64's range
-        raise ValueError(f"{rule}, got an integer of {len(str(abs(x)))} digits") from None
+        raise ValueError(f"{rule()}, got an integer of {len(str(abs(x)))} digits") from None
     if not math.isfinite(value) or (above is not None and not value > above):
-        raise ValueError(f"{rule}, got {x}")
+        raise ValueError(f"{rule()}, got {x}")
     if at_least is not None and not value >= at_least:
-        raise ValueError(f"{rule}, got {x}")
+        raise ValueError(f"{rule()}, got {x}")
     return value
 
 

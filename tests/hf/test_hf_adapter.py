@@ -29,7 +29,13 @@ def test_logits_equal_eager_on_a_padded_batch(name, dtype, tol):
     torch.testing.assert_close(got[real], want[real], rtol=0, atol=tol)
 
 
-@pytest.mark.parametrize("name", [*CAUSAL, "t5"])
+@pytest.mark.parametrize(
+    "name",
+    [  # the two slowest to build run with the slow tests
+        pytest.param(name, marks=pytest.mark.slow) if name in ("gpt_oss", "t5") else name
+        for name in [*CAUSAL, "t5"]
+    ],
+)
 def test_greedy_generation_with_a_cache_gives_eager_tokens(name):
     # 6 new tokens pass the sliding window (3) of the models that have one
     batch = padded_batch(left=True)

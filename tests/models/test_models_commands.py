@@ -109,6 +109,7 @@ def test_generate_streams_the_greedy_continuation(runner, reference):
     assert "3 tokens in" in res.stderr
 
 
+@pytest.mark.slow
 def test_generate_takes_the_prompt_as_an_argument_or_with_prompt(runner, reference):
     prompt = str(reference["smollm2/greedy/prompt"])
     outputs = []

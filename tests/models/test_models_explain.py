@@ -31,6 +31,7 @@ def run(monkeypatch, minilm, smollm2):
     return invoke
 
 
+@pytest.mark.slow
 def test_json_is_the_models_layer_trace(run, smollm2):
     res = run(
         "--model", "smollm2-135m", "--text", TEXT, "--layer", "3", "--head", "4", "--format", "json"

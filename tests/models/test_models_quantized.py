@@ -100,6 +100,7 @@ def test_smollm2_multiplies_one_row_by_its_file_s_codes(rng, smollm2):
     np.testing.assert_allclose(smollm2.logits(h), want, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_weights_multiplied_by_their_codes_cannot_be_edited_in_place():
     from qkv import models
 

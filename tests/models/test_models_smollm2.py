@@ -79,6 +79,7 @@ def test_greedy_generation_equals_the_reference_continuation(smollm2, reference)
     np.testing.assert_allclose(steps[0].weights, run.weights[:, :, -1, :], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_fast_generation_gives_the_traced_paths_greedy_tokens(smollm2, reference):
     prompt = "Once upon a time, in a small village by the sea,"
     traced = list(smollm2.generate(prompt, 32, weights=True))

@@ -79,6 +79,7 @@ def test_unwritable_output_is_an_error(tmp_path):
     assert r.exit_code == 2 and r.output.startswith("Error: cannot write")
 
 
+@pytest.mark.slow
 def test_export_a_model_run_with_chosen_layers(tmp_path, minilm, monkeypatch):
     monkeypatch.setattr("qkv.cli.common.load_model", lambda name: minilm)
     out = tmp_path / "run.html"

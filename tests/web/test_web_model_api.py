@@ -29,6 +29,7 @@ def post(client, **body):
     return client.post("/api/model/trace", json=body)
 
 
+@pytest.mark.slow
 def test_one_head_holds_the_layer_traces_numbers(client, smollm2):
     r = post(client, model="smollm2-135m", text=TEXT, layer=3, head=4, select=1)
     assert r.status_code == 200, r.text

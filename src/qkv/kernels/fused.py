@@ -99,7 +99,8 @@ def fused_attention(q, k, v, *, workers=None, block_q=None, block_k=None, **rule
     ``checks.Problem`` names and defaults them."""
     _, _, _, mask, causal, scale, temperature, softcap, bias, sinks = Problem(q, k, v, **rule)
     dtype, work = q.dtype, (np.float64 if q.dtype == np.float64 else np.float32)
-    q, k, v = (a if a.dtype == work else a.astype(work) for a in (q, k, v))  # float16: float32
+    if not q.dtype == k.dtype == v.dtype == work:  # float16: float32
+        q, k, v = (a if a.dtype == work else a.astype(work) for a in (q, k, v))
     L, S, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     factor = scale / temperature * LOG2E  # scores in log₂ units: exp2 instead of exp
     nd = max(q.ndim, k.ndim, v.ndim, 3)

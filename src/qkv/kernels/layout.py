@@ -59,7 +59,9 @@ def sink_grid(sinks, G, r, dtype):
 
 
 def padded(a, nd):
-    """a with leading length-1 axes up to nd dimensions (a view)."""
+    """a with leading length-1 axes up to nd dimensions (a view; a itself when it has them)."""
+    if a.ndim == nd:
+        return a
     return a.reshape((1,) * (nd - a.ndim) + tuple(a.shape))
 
 
