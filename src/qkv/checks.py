@@ -113,8 +113,10 @@ def inputs(xp, q, k, v):
                 f"{name} must have at least 2 dimensions (..., length, features), "
                 f"got shape {tuple(a.shape)}"
             )
-    dtype = xp.result_type(*arrays)
-    arrays = [a if a.dtype == dtype else xp.astype(a, dtype) for a in arrays]
+    dtypes = {a.dtype for a in arrays}
+    if len(dtypes) > 1:  # promoted to one dtype (float16 and float32: float32)
+        dtype = xp.result_type(*arrays)
+        arrays = [a if a.dtype == dtype else xp.astype(a, dtype) for a in arrays]
     q, k = arrays[0], arrays[1]
     v = arrays[2] if v is not None else None
     if q.shape[-1] != k.shape[-1]:
@@ -150,6 +152,8 @@ def scores_shape(q, k) -> tuple:
         return (*q_lead, q.shape[-2], k.shape[-2])
     if steps.kv_groups(q, k) > 1:
         k_lead = k_lead[:-1] + (q.shape[-3],)
+        if q_lead == k_lead:  # grouped K/V heads, the rest equal
+            return (*q_lead, q.shape[-2], k.shape[-2])
     try:
         lead = np.broadcast_shapes(q_lead, k_lead)
     except ValueError:

@@ -52,13 +52,18 @@ ROWS = 256
 def namespace(*arrays):
     """The array-API namespace shared by the given arrays (None entries ignored)."""
     given = [a for a in arrays if a is not None]
-    if given and all(type(a) is np.ndarray for a in given):
-        return _NUMPY  # the common case, without array-api-compat's lookup (a decoding step
-        # asks a few hundred times per token)
+    kind = type(given[0]) if given else None
+    if kind is not None and all(type(a) is kind for a in given[1:]):
+        # one array type (the common case): its namespace found once, not per call (a
+        # decoding step asks a few hundred times per token)
+        found = _BY_TYPE.get(kind)
+        if found is None:
+            found = _BY_TYPE.setdefault(kind, array_namespace(*given))
+        return found
     return array_namespace(*given)
 
 
-_NUMPY = array_namespace(np.empty(0))
+_BY_TYPE: dict[type, object] = {np.ndarray: array_namespace(np.empty(0))}
 
 
 def project(x, W, b=None):

@@ -205,7 +205,7 @@ def test_a_call_shaped_like_an_earlier_good_one_is_still_checked():
     q, k = torch.randn(1, 4, 1, 8, generator=gen), torch.randn(1, 2, 5, 8, generator=gen)
     v = torch.randn(1, 2, 5, 8, generator=gen)
     sees = torch.ones(1, 1, 1, 5, dtype=torch.bool)
-    for _ in range(2):  # the second calls are the ones a remembered check would answer
+    for _ in range(2):  # calls of the same shapes before: nothing kept between calls skips a check
         adapter.attention_forward(layer, q, k, v, None, scaling=1)
         adapter.attention_forward(layer, q, k, v, sees, scaling=1)
     with pytest.raises(TypeError, match="scale must be a finite number.*got True"):

@@ -114,7 +114,7 @@ def problem(
     if mask is None:  # no mask built: causal layers still see only the past
         causal_layer = is_causal if is_causal is not None else getattr(module, "is_causal", False)
         causal = bool(causal_layer) and query.shape[-2] > 1
-    return checked(
+    return checks.problem(
         query,
         key,
         value,
@@ -124,53 +124,6 @@ def problem(
         softcap=softcap,
         bias=position_bias,
         sinks=sinks,
-    )
-
-
-# checks.problem's verdict depends on the arrays' types, shapes, dtypes and devices and on the
-# settings, never on the numbers inside: every layer of a generation step shares one, so a step
-# is checked by its first layer, and the others take the settings that check returned.
-VERDICTS: dict[tuple, tuple] = {}
-VERDICTS_KEPT = 256  # about one per (cache length, layer kind) seen; cleared when full
-PLAIN = frozenset({type(None), int, float})  # settings that hash by value
-
-
-def checked(query, key, value, **rule) -> checks.Problem:
-    """``checks.problem(query, key, value, **rule)``, remembered by ``signature`` when it
-    returned the arrays as they came (no dtype or device converted): the same Problem, without
-    checking again what was checked."""
-    seen = signature(query, key, value, rule)
-    settings = None if seen is None else VERDICTS.get(seen)
-    if settings is not None:
-        return checks.Problem(query, key, value, rule["mask"], *settings)
-    p = checks.problem(query, key, value, **rule)
-    as_given = p.q is query and p.k is key and p.v is value and p.mask is rule["mask"]
-    if seen is not None and as_given:
-        if len(VERDICTS) >= VERDICTS_KEPT:
-            VERDICTS.clear()
-        VERDICTS[seen] = p[4:]  # (causal, scale, temperature, softcap, bias, sinks)
-    return p
-
-
-def signature(query, key, value, rule: dict) -> tuple | None:
-    """What ``checks.problem`` reads of a call: everything but the numbers in the arrays (a
-    number's type too: ``True`` is refused where ``1`` is not). None for a call it cannot
-    stand for: with a bias or sinks (values that are checked), or a setting that is not a
-    plain number."""
-    mask, scale, softcap = rule["mask"], rule["scale"], rule["softcap"]
-    if rule["bias"] is not None or rule["sinks"] is not None:
-        return None
-    if type(scale) not in PLAIN or type(softcap) not in PLAIN:
-        return None
-    of_mask = None if mask is None else (type(mask), mask.shape, mask.dtype, mask.device)
-    return (
-        (type(query), query.shape, query.dtype, query.device),
-        (type(key), key.shape, key.dtype),
-        (type(value), value.shape, value.dtype),
-        of_mask,
-        rule["causal"],
-        (type(scale), scale),
-        (type(softcap), softcap),
     )
 
 
