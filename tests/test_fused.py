@@ -32,7 +32,8 @@ SHAPES = [  # (H, G, L, S, d): odd sizes, one query (decoding), no keys, grouped
     (4, 1, 5, 9, 8),
     (2, 2, 7, 0, 8),
     (12, 12, 1, 1000, 64),
-    (8, 2, 1, 4500, 16),  # decoding against a long cache: BLAS in two key blocks, 4 rows each
+    (8, 2, 1, 4500, 16),  # decoding against a long cache: BLAS, 4 rows per K/V head
+    (4, 2, 1, 17000, 8),  # BLAS in two key blocks (fused.DECODE_BLAS_BLOCK = 16,384)
 ]
 
 

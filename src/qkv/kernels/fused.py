@@ -21,9 +21,9 @@ and the pass is one exp2 loop per row (no max, no rescaling).
 A one-query step against a cache (decoding, up to DECODE_ROWS rows per K/V head) where every
 row sees every key of a long cache reads K and V once each through BLAS, a block of keys at a
 time with the same compiled pass in between (``_decode_blas``: memory-bound, as fast as the
-matrix-vector products themselves); otherwise (a mask, a diagonal, a short cache) one compiled
-loop per K/V head reads each key and value once for all the query heads that share it, and
-never a masked one.
+matrix-vector products themselves, which BLAS spreads over its own threads); otherwise (a
+mask, a diagonal, a short cache) one compiled loop per K/V head reads each key and value once
+for all the query heads that share it, and never a masked one.
 
 The optional steps: the bias is added inside the compiled pass, before the row max, on the
 keys a row may see (+ bias·log₂e from the tile's slice of the broadcast bias, an extra
@@ -61,7 +61,7 @@ DECODE_ROWS = 8  # up to this many query rows per K/V head: the decode loop, no 
 DECODE_BLOCK = 256  # keys per block in the decode loop (scores of a block stay in L1)
 PARALLEL_MIN = 1 << 21  # decode: below this many key·feature reads, one thread
 DECODE_BLAS_KEYS = 512  # decode against at least this many keys: BLAS instead of the loop
-DECODE_BLAS_BLOCK = 4096  # keys per BLAS call when decoding
+DECODE_BLAS_BLOCK = 16384  # keys per BLAS call when decoding (4,096: 9% slower at 16,384 keys)
 DIAGONAL_PIECES = 2  # row pieces of a causal diagonal block (measured: 1 to 4 within 1%)
 
 
@@ -148,7 +148,10 @@ def fused_attention(q, k, v, *, workers=None, block_q=None, block_k=None, **rule
         # (the first S rows of a longer buffer) is copied, which costs less than strided loops
         ks, vs = (_read_only(np.ascontiguousarray(a)) for a in (ks, vs))
     if workers is None:
-        workers = 1 if U * S * (d_k + d_v) < PARALLEL_MIN else default_workers()
+        # BLAS threads its own matrix-vector products: one caller beats a worker per CPU with
+        # BLAS on one thread each (two cores, 12 heads × 16,384 keys: 4.4 against 5.4 ms)
+        small = U * S * (d_k + d_v) < PARALLEL_MIN
+        workers = 1 if blas or small else default_workers()
     step = -(-U // workers)
     chunks = [(u0, min(u0 + step, U)) for u0 in range(0, U, step)]
 
