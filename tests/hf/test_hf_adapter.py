@@ -174,7 +174,7 @@ def test_a_nan_input_makes_the_same_rows_nan_as_eager_on_bidirectional_attention
 @pytest.mark.parametrize("name", ["llama", "qwen2", "gemma2"])
 def test_greedy_generation_of_one_unpadded_sequence_gives_eager_tokens_and_scores(name):
     # no padding: transformers builds no mask (a causal flag at the prompt, nothing for each new
-    # token), so every layer after the first of a step takes the settings its first one checked
+    # token), a path the padded batches above never take
     ids = torch.randint(3, 90, (1, 5), generator=torch.Generator().manual_seed(2))
     runs = []
     for attn in ("eager", "qkv"):

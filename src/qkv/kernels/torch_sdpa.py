@@ -149,8 +149,7 @@ def _with_bias_and_sinks(allowed, bias, sinks, q4, k4, v4, batch, nd):
     q4 (B, H, L, d_k), k4 (B, G, S, d_k), v4 (B, G, S, d_v); batch: the lead axes folded into B,
     or None when the inputs came 4-D. Returns a mask broadcastable to (B, H, L, S [+ 1]).
     """
-    import torch
-
+    torch, _ = _torch()
     B, H, L, S = q4.shape[0], q4.shape[1], q4.shape[2], k4.shape[2]
     f = bias if bias is not None else torch.zeros((), dtype=q4.dtype, device=q4.device)
     f = f.reshape((1,) * (nd - f.ndim) + tuple(f.shape))  # (..., L, S) -> nd dimensions
