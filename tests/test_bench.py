@@ -4,7 +4,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -253,23 +252,28 @@ def test_bad_options_are_named(args, message):
     assert result.exit_code == 2 and message in result.output
 
 
-def test_a_fast_peer_whose_warm_up_paid_a_one_time_cost_is_timed_warm():
-    # the first call loads something (0.06 s > RERUN); every later call is fast: its first
+def test_a_fast_peer_whose_warm_up_paid_a_one_time_cost_is_timed_warm(monkeypatch):
+    # the first call loads something (longer than RERUN); every later call is fast: its first
     # timed run, measured cold after the pause, is dropped, and each counted run follows an
-    # untimed one, like the peers that were fast from the start
-    from qkv.bench.peers import RERUN, time_peers
+    # untimed one, like the peers that were fast from the start. A clock of its own, so the
+    # machine's load cannot change what is counted.
+    from types import SimpleNamespace
 
+    from qkv.bench import peers
+
+    clock = [0.0]
     calls = []
 
     def loads_once():
         calls.append(1)
-        if len(calls) == 1:
-            time.sleep(RERUN + 0.01)
+        clock[0] += peers.RERUN * (2 if len(calls) == 1 else 0.1)
         return len(calls)
 
-    medians, _ = time_peers({"p": loads_once}, min_time=0, max_repeats=3, settle=0)
+    fake = SimpleNamespace(perf_counter=lambda: clock[0], sleep=lambda s: None)
+    monkeypatch.setattr(peers, "time", fake)
+    medians, _ = peers.time_peers({"p": loads_once}, min_time=0, max_repeats=3, settle=0)
     assert len(calls) == 1 + 1 + 3 * 2  # warm-up, the dropped cold run, 3 × (untimed, timed)
-    assert medians["p"] < RERUN
+    assert medians["p"] == pytest.approx(peers.RERUN * 0.1)
 
 
 def test_error_reference_rows_match_a_full_float64_einsum():
