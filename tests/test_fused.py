@@ -171,3 +171,25 @@ def test_exp2_of_the_tile_pass_is_float32_exact_and_zero_far_below_the_max():
     assert np.all(np.abs(p[kept] / want[kept] - 1) < 2e-7)  # a few float32 roundings
     assert np.all(p[~kept] == 0)  # 2^x < 2^-100 of the row's largest term: exactly 0
     assert np.isnan(s[0, 0, -2]) and s[0, 0, -1] == 0 and np.isnan(ell[0, 0])
+
+
+def test_every_compiled_loop_asks_for_the_full_vector_width():
+    """LLVM keeps to 256-bit vectors on AVX-512 Intel processors unless a function asks for
+    more: ``full_width`` puts the request in the function's LLVM code, and each compiled loop of
+    the kernels and of the quantized products calls it."""
+    import numba
+
+    from qkv.kernels import fused_jit
+    from qkv.models import quantized_jit
+
+    @numba.njit("float32(float32[::1])")
+    def total(x):
+        fused_jit.full_width()
+        return x.sum()
+
+    assert total(np.ones(40, np.float32)) == 40
+    assert '"prefer-vector-width"="512"' in total.inspect_llvm(total.signatures[0])
+    loops = [fused_jit.tile, fused_jit.decode, fused_jit.largest_norm, fused_jit.finish]
+    loops += [quantized_jit.times4, quantized_jit.times8]
+    for loop in loops:
+        assert "full_width" in loop.py_func.__code__.co_names, loop.__name__

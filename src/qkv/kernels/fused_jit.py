@@ -9,10 +9,11 @@ or below 87 on the unshifted path; below UNDER = −100 the result is 0 (2^−10
 ≥ 1): p·v then makes no subnormal products, which cost microcode assists on some processors.
 float64 calls pow(2, x).
 
-fastmath allows reassociation and fused multiply-add only (so sums and dot products
-vectorise); NaN and ±inf keep their IEEE meaning, which the contract relies on. The row max
-of an unmasked row is LLVM's ``maximum`` (NaN-propagating), which vectorises as a reduction; a
-row whose max is not finite (a NaN, ±inf) takes the general per-key loop instead.
+Each compiled function asks for the full vector width (``full_width``): LLVM's tuning for
+AVX-512 Intel processors would keep to 256 bits. fastmath allows reassociation and fused
+multiply-add only (so sums and dot products vectorise); NaN and ±inf keep their IEEE meaning,
+which the contract relies on. The row max of an unmasked row is LLVM's ``maximum``
+(NaN-propagating), which vectorises as a reduction; a non-finite max takes the per-key loop.
 """
 
 from __future__ import annotations
@@ -70,6 +71,19 @@ def _as_float32(typingctx, bits):
         return builder.bitcast(args[0], ir.FloatType())
 
     return types.float32(types.int32), codegen
+
+
+@_intrinsic
+def full_width(typingctx):
+    """Called first in a compiled function, its loops may use the widest vectors the processor
+    has (clang's -mprefer-vector-width=512); narrower processors compile as before."""
+
+    def codegen(context, builder, signature, args):
+        # llvmlite's attribute set takes only flag attributes; this is LLVM's key="value" form
+        set.add(builder.function.attributes, '"prefer-vector-width"="512"')
+        return context.get_dummy_value()
+
+    return types.none(), codegen
 
 
 @_intrinsic
@@ -248,6 +262,7 @@ def tile(s, m, ell, acc, pos, j0, diagonal, offset, seen, has_mask, bias, has_bi
     every score is known to be small (no mask, bias or sinks; see ``blocked._Plan._quiet``),
     so m stays 0: no max, no rescaling, p = 2^s. Returns whether some score of the tile was
     masked (its p is 0)."""
+    full_width()
     u, n, bk = s.shape
     lanes = np.empty(16, s.dtype)
     partial = has_mask
@@ -288,6 +303,7 @@ def decode(q, k, v, seen, has_mask, L, causal, offset, out):
     q (U, n, d_k) times scale/τ·log₂e, k (U, S, d_k), v (U, S, d_v), seen (U, n, S) the
     mask when has_mask, out (U, n, d_v). Row i is query i % L (rows are r heads × L); with
     ``causal`` it sees keys j ≤ i % L + offset. A masked or hidden key is never read."""
+    full_width()
     U, n, d = q.shape
     S, d_v = k.shape[1], v.shape[2]
     s = np.empty((n, DECODE_BLOCK), q.dtype)
@@ -348,6 +364,7 @@ def decode(q, k, v, seen, has_mask, L, causal, offset, out):
 @numba.njit(_signatures("norm"), **OPTS)
 def largest_norm(rows):
     """max_i |rows_i|² over the rows of (u, n, d); NaN if a row holds NaN."""
+    full_width()
     big = np.zeros(1, rows.dtype)[0]
     for a in range(rows.shape[0]):
         for i in range(rows.shape[1]):
@@ -363,6 +380,7 @@ def finish(m, ell, acc, out):
     """A tile's rows done: z = a / ℓ into out (u, h, i, d_v), from m, ell (u, n) and acc
     (u, n, d_v), n = h·i. Returns 1 (nothing written) when a score was +inf (m = +inf);
     else 2 when some row summed no weight (ℓ = 0 or m = −inf: its z is 0), else 0."""
+    full_width()
     u, n, d_v = acc.shape
     per = out.shape[2]
     for a in range(u):

@@ -18,7 +18,8 @@ import numba
 import numpy as np
 from numba.core import types
 
-from qkv.kernels.fused_jit import OPTS  # nogil, cached, fastmath: reassociate and contract
+# nogil, cached, fastmath: reassociate and contract; the widest vectors the processor has
+from qkv.kernels.fused_jit import OPTS, full_width
 
 _TABLE = types.Array(types.float32, 2, "C", readonly=True)  # scale, low (blocks, n)
 _ROW = types.Array(types.float32, 1, "C", readonly=True)  # x
@@ -32,6 +33,7 @@ _OUT = types.Array(types.float32, 1, "C")
 def times4(codes, scale, low, x, out):
     """out = x · W, W (32·blocks, n) as Q4_1 codes (blocks, 16, n) (byte t: code t in the low
     nibble, code t + 16 in the high one), scale and low (blocks, n); x (32·blocks,), out (n,)."""
+    full_width()
     blocks, _, n = codes.shape
     part = np.empty(n, np.float32)
     out[:] = 0.0
@@ -57,6 +59,7 @@ def times4(codes, scale, low, x, out):
 )
 def times8(codes, scale, x, out):
     """out = x · W, W (32·blocks, n) as Q8_0 codes (blocks, 32, n) and scale (blocks, n)."""
+    full_width()
     blocks, _, n = codes.shape
     part = np.empty(n, np.float32)
     out[:] = 0.0
