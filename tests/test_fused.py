@@ -162,7 +162,7 @@ def test_exp2_of_the_tile_pass_is_float32_exact_and_zero_far_below_the_max():
     s = np.concatenate([x, np.float32([np.nan, -np.inf])])[None, None]  # (1, 1, n)
     m, ell = np.zeros((1, 1), np.float32), np.zeros((1, 1), np.float32)  # the unshifted path
     acc = np.zeros((1, 1, 1), np.float32)
-    tile = fused._kernels()["tile32"]
+    tile = fused._kernels()["tile"]
     no_mask, no_bias = np.ones((1, 1, 1), bool), np.zeros((1, 1, 1, 1), np.float32)
     tile(s, m, ell, acc, np.zeros(1, np.int64), 0, False, 0, no_mask, False, no_bias, False, True)
     p = s[0, 0, : x.size].astype(np.float64)

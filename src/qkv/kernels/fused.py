@@ -160,7 +160,7 @@ def fused_attention(q, k, v, *, workers=None, block_q=None, block_k=None, **rule
         if blas:
             _decode_blas(qs[u0:u1], ks[u0:u1], vs[u0:u1], out[u0:u1])
         else:
-            _kernels()["decode32" if work == np.float32 else "decode64"](
+            _kernels()["decode"](
                 qs[u0:u1],
                 ks[u0:u1],
                 vs[u0:u1],
@@ -198,7 +198,7 @@ class _FusedPlan(blocked._Plan):
         u, n = qs.shape[:2]
         pos = np.tile(np.arange(i0, i1), h1 - h0)  # (n,) each row's query position
         kernels = _kernels()
-        fused = kernels["tile32" if self.dtype == np.float32 else "tile64"]
+        fused = kernels["tile"]
         no_bias = _NO_BIAS[np.dtype(self.dtype)]
         # every score small enough for 2^s as it is (blocked._Plan._quiet): no max, no rescale
         fixed = kn_u is not None and m_u is None
@@ -281,7 +281,7 @@ def _decode_blas(qs, ks, vs, out):
     u, n, _ = qs.shape
     dtype = qs.dtype
     kernels = _kernels()
-    tile = kernels["tile32" if dtype == np.float32 else "tile64"]
+    tile = kernels["tile"]
     m = np.full((u, n), -np.inf, dtype=dtype)
     ell = np.zeros((u, n), dtype=dtype)
     block = min(ks.shape[1], DECODE_BLAS_BLOCK)

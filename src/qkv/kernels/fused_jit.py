@@ -45,16 +45,10 @@ DECODE_BLOCK = 256  # keys per block in the decode loop: a block's scores stay i
 
 
 def build() -> dict[str, Callable[..., Any]]:
-    """{"tile32", "tile64", "decode32", "decode64", "norm", "finish"}: the compiled
-    functions (numba compiles each dtype on its first call, or loads it from its cache)."""
-    return {
-        "tile32": tile,
-        "tile64": tile,
-        "decode32": decode,
-        "decode64": decode,
-        "norm": largest_norm,
-        "finish": finish,
-    }
+    """{"tile", "decode", "norm", "finish"}: the compiled functions, each with its float32 and
+    float64 versions (numba picks one by the arguments' dtype; compiled on first use, or loaded
+    from its cache)."""
+    return {"tile": tile, "decode": decode, "norm": largest_norm, "finish": finish}
 
 
 def _intrinsic(codegen_typing) -> Callable[..., Any]:
