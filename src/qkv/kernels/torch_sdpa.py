@@ -152,7 +152,7 @@ def _with_bias_and_sinks(allowed, bias, sinks, q4, k4, v4, batch, nd):
     torch, _ = _torch()
     B, H, L, S = q4.shape[0], q4.shape[1], q4.shape[2], k4.shape[2]
     f = bias if bias is not None else torch.zeros((), dtype=q4.dtype, device=q4.device)
-    f = f.reshape((1,) * (nd - f.ndim) + tuple(f.shape))  # (..., L, S) -> nd dimensions
+    f = padded(f, nd)  # (..., L, S) -> nd dimensions
     if allowed is not None:
         f = torch.where(allowed, f, float("-inf"))  # masked keys: −inf, whatever the bias
     if batch is not None and f.ndim > 2:  # (..., H, L, S) -> (B, H, L, S)
@@ -170,8 +170,8 @@ def _with_bias_and_sinks(allowed, bias, sinks, q4, k4, v4, batch, nd):
 def _torch_mask(mask, causal, L, S, like, nd):
     """(attn_mask, is_causal) for SDPA: torch's own is_causal is top-left aligned. A mask gets
     leading axes up to nd (≥ 4) dimensions."""
-    if mask is not None and mask.ndim < nd:  # (..., L, S) or (S,) -> (1, ..., L, S)
-        mask = mask.reshape((1,) * (nd - mask.ndim) + tuple(mask.shape))
+    if mask is not None:  # (..., L, S) or (S,) -> (1, ..., L, S)
+        mask = padded(mask, nd)
     if causal is None:
         return mask, False
     if mask is None and (causal == "top-left" or L == S):
