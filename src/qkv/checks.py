@@ -148,18 +148,17 @@ def inputs(xp, q, k, v):
 def scores_shape(q, k) -> tuple:
     """The shape of q·kᵀ, (..., [H,] L, S), with grouped K/V heads counted as query heads."""
     q_lead, k_lead = tuple(q.shape[:-2]), tuple(k.shape[:-2])
-    if q_lead == k_lead:  # the common case, without NumPy's broadcasting rules
-        return (*q_lead, q.shape[-2], k.shape[-2])
-    if steps.kv_groups(q, k) > 1:
+    if q_lead != k_lead and steps.kv_groups(q, k) > 1:
         k_lead = k_lead[:-1] + (q.shape[-3],)
-        if q_lead == k_lead:  # grouped K/V heads, the rest equal
-            return (*q_lead, q.shape[-2], k.shape[-2])
-    try:
-        lead = np.broadcast_shapes(q_lead, k_lead)
-    except ValueError:
-        raise ValueError(
-            f"the leading axes of q and k do not broadcast: q {tuple(q.shape)}, k {tuple(k.shape)}"
-        ) from None
+    lead = q_lead
+    if q_lead != k_lead:  # equal leading axes (the common case) need no broadcasting rules
+        try:
+            lead = np.broadcast_shapes(q_lead, k_lead)
+        except ValueError:
+            raise ValueError(
+                f"the leading axes of q and k do not broadcast: q {tuple(q.shape)}, "
+                f"k {tuple(k.shape)}"
+            ) from None
     return (*lead, q.shape[-2], k.shape[-2])
 
 
