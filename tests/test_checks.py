@@ -75,3 +75,12 @@ def test_positive_int_refuses_what_is_not_a_count(n):
 def test_positive_int_returns_a_python_int():
     got = checks.positive_int("size", np.int32(7))
     assert type(got) is int and got == 7
+
+
+def test_a_problems_rule_names_every_setting_once():
+    q = np.ones((2, 3, 4), np.float32)
+    p = checks.problem(q, q, q, causal=True, temperature=2.0)
+    rule = p.rule()
+    assert tuple(rule) == checks.Problem._fields[3:]
+    assert tuple(rule.values()) == tuple(p[3:])
+    assert rule["causal"] == "bottom-right" and rule["temperature"] == 2.0

@@ -104,6 +104,40 @@ def test_nan_in_a_visible_input_gives_nan(rng, L, S):
     assert np.array_equal(np.isfinite(got), np.isfinite(want)) and not np.isfinite(got[1]).all()
 
 
+@pytest.mark.parametrize("L, S", [(1, 90), (64, 90), (1, 700), (1, 17000)])
+def test_vouching_kernel_hands_a_non_finite_answer_back(rng, L, S):
+    """With vouch=True (how the dispatcher calls it) the kernel returns None where its answer
+    is not finite, on each path (the loop, the tiles, BLAS decoding in one and in two key
+    blocks), and the same answer as without it where it is."""
+    from qkv.kernels import fused
+
+    q, k, v = problem(rng, 2, 2, L, S, 8)
+    plain = fused.fused_attention(q, k, v, causal="bottom-right")
+    assert np.array_equal(fused.fused_attention(q, k, v, causal="bottom-right", vouch=True), plain)
+    for a, bad in ((v, np.inf), (v, np.nan), (k, np.nan), (q, -np.inf)):
+        a[1, -1, 0] = bad  # the last query's row and the last key: every row of q[1] sees it
+        assert fused.fused_attention(q, k, v, causal="bottom-right", vouch=True) is None
+        unvouched = fused.fused_attention(q, k, v, causal="bottom-right")  # None: +inf scores
+        assert unvouched is None or not np.isfinite(unvouched).all()
+        a[1, -1, 0] = 0.5
+
+
+def test_finish_tells_a_non_finite_z_from_a_row_without_weight():
+    from qkv.kernels import fused
+
+    finish = fused._kernels()["finish"]
+    m, ell = np.zeros((1, 2), np.float32), np.ones((1, 2), np.float32)
+    acc = np.ones((1, 2, 3), np.float32)
+    out = np.empty((1, 1, 2, 3), np.float32)
+    assert finish(m, ell, acc, out) == 0 and np.all(out == 1)
+    acc[0, 1, 2] = np.inf
+    assert finish(m, ell, acc, out) == 3 and out[0, 0, 1, 2] == np.inf
+    ell[0, 0] = 0.0  # a row without weight is told first: its z is 0
+    assert finish(m, ell, acc, out) == 2 and np.all(out[0, 0, 0] == 0)
+    m[0, 1] = np.inf  # a +inf score: nothing written
+    assert finish(m, ell, acc, out) == 1
+
+
 @pytest.mark.parametrize("L", [1, 40])
 def test_float16_accumulates_in_float32_and_float64_is_exact(rng, L):
     q, k, v = problem(rng, 3, 3, L, 500, 32, dtype=np.float16)

@@ -35,7 +35,15 @@ class Problem(NamedTuple):
     def rule(self) -> dict:
         """The checked settings (mask … sinks) as keywords, for a kernel: ``kernel(q, k, v,
         **p.rule())``."""
-        return dict(zip(self._fields[3:], self[3:], strict=True))  # mask … sinks
+        return {  # written out: a decoding step calls this per layer
+            "mask": self.mask,
+            "causal": self.causal,
+            "scale": self.scale,
+            "temperature": self.temperature,
+            "softcap": self.softcap,
+            "bias": self.bias,
+            "sinks": self.sinks,
+        }
 
 
 def problem(
@@ -55,17 +63,17 @@ def problem(
     are the settings every attention call takes (``takes_settings``)."""
     xp = steps.namespace(q, k, v)
     q, k, v = inputs(xp, q, k, v)
-    return Problem(
+    return Problem(  # the settings left out (None) need no check: fewer calls per layer
         q,
         k,
         v,
-        checked_mask(mask, q, k),
+        None if mask is None else checked_mask(mask, q, k),
         masks.causal_align(causal),
         scale_factor(scale, q.shape[-1]),
         temperature_value(temperature),
-        softcap_value(softcap),
-        checked_bias(bias, q, k),
-        checked_sinks(sinks, q),
+        None if softcap is None else softcap_value(softcap),
+        None if bias is None else checked_bias(bias, q, k),
+        None if sinks is None else checked_sinks(sinks, q),
     )
 
 

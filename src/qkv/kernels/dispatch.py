@@ -22,7 +22,8 @@ alignment, a row that sees no key gives 0, also with sinks: the sink takes all i
 Where a kernel's answer is not finite (a NaN or
 ±inf input, garbage at a masked key, an overflow), ``run`` returns None and the caller runs the
 reference, whose steps decide: NaN rows, or the overflow error; the same for a sink logit that
-is ±inf or NaN. The common path pays one finiteness check of the output.
+is ±inf or NaN. The common path pays one finiteness check of the output; the fused kernel
+vouches for its own (``vouch=True``), and a decoding step learns it from its compiled pass.
 """
 
 from __future__ import annotations
@@ -56,7 +57,9 @@ def choose(backend, p: Problem, *, return_trace=False) -> str:
                 f"path keeps: use backend='auto' or 'reference', got {backend!r}"
             )
         return "reference"
-    torch_in = is_torch_array(p.q) or is_torch_array(p.k) or is_torch_array(p.v)
+    numpy_in = type(p.q) is np.ndarray and type(p.k) is np.ndarray  # no array-API lookups
+    numpy_in = numpy_in and (p.v is None or type(p.v) is np.ndarray)
+    torch_in = not numpy_in and (is_torch_array(p.q) or is_torch_array(p.k) or is_torch_array(p.v))
     if backend in ("blocked", "fused") and torch_in:
         raise TypeError(
             f"backend={backend!r} runs on NumPy arrays, got torch tensors; use "
@@ -110,6 +113,8 @@ def run(name: str, p: Problem):
     }[name]
     if p.sinks is not None and not _all_finite(p.sinks):
         return None  # a ±inf or NaN sink logit: the reference's steps decide
+    if name == "fused":  # vouches for its own answer, from its compiled passes where it can
+        return kernel(p.q, p.k, p.v, vouch=True, **p.rule())
     out = kernel(p.q, p.k, p.v, **p.rule())
     if out is None or name == "torch":  # torch_attention vouches for its own answer
         return out

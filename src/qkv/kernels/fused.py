@@ -89,14 +89,16 @@ def available() -> bool:
     return True
 
 
-def fused_attention(q, k, v, *, workers=None, block_q=None, block_k=None, **rule):
+def fused_attention(q, k, v, *, workers=None, block_q=None, block_k=None, vouch=False, **rule):
     """z = softmax_sink(mask(cap(q·kᵀ·scale/τ) + bias))·v with a compiled pass per tile, for
     validated NumPy inputs: q (..., [H,] L, d_k), k (..., [G,] S, d_k), v (..., [G,] S, d_v),
     G dividing H; mask boolean broadcastable to (..., H, L, S) or None; causal None,
     "bottom-right" or "top-left"; softcap, bias, sinks as ``blocked_attention`` takes them
     (with any of them, decoding steps take the tile path too). Returns (..., [H,] L, d_v) in
     q's dtype (float16 computed in float32). The settings (``rule``) are keywords as
-    ``checks.Problem`` names and defaults them."""
+    ``checks.Problem`` names and defaults them. vouch: None instead of an answer that is not
+    finite (a NaN or ±inf input, a row without weight), for the reference to decide; a
+    decoding step learns it from its compiled pass, without another look at the output."""
     _, _, _, mask, causal, scale, temperature, softcap, bias, sinks = Problem(q, k, v, **rule)
     dtype, work = q.dtype, (np.float64 if q.dtype == np.float64 else np.float32)
     if not q.dtype == k.dtype == v.dtype == work:  # float16: float32
@@ -104,7 +106,9 @@ def fused_attention(q, k, v, *, workers=None, block_q=None, block_k=None, **rule
     L, S, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     factor = scale / temperature * LOG2E  # scores in log₂ units: exp2 instead of exp
     nd = max(q.ndim, k.ndim, v.ndim, 3)
-    q4, k4, v4 = (layout.padded(a, nd) for a in (q, k, v))
+    q4, k4, v4 = q, k, v
+    if not q.ndim == k.ndim == v.ndim == nd:
+        q4, k4, v4 = (layout.padded(a, nd) for a in (q, k, v))
     G, r = blocked.head_groups(q4.shape[-3], k4.shape[-3], v4.shape[-3])
     extras = softcap is not None or bias is not None or sinks is not None
     if r * L > DECODE_ROWS or extras:
@@ -123,7 +127,9 @@ def fused_attention(q, k, v, *, workers=None, block_q=None, block_k=None, **rule
             block_k=block_k,
             plan=functools.partial(_FusedPlan, finite_v=finite),
         )
-        return out if out is None or out.dtype == dtype else out.astype(dtype)
+        if out is None or vouch and not np.isfinite(out).all():
+            return None
+        return out if out.dtype == dtype else out.astype(dtype)
     batch = q4.shape[:-3]
     if not batch == k4.shape[:-3] == v4.shape[:-3]:
         batch = np.broadcast_shapes(q4.shape[:-3], k4.shape[:-3], v4.shape[:-3])
@@ -140,7 +146,7 @@ def fused_attention(q, k, v, *, workers=None, block_q=None, block_k=None, **rule
     if mask is not None:  # one row per unit here (r·L = 1)
         mm = layout.split_heads(layout.padded(np.asarray(mask), nd), G, r)
         ms = np.broadcast_to(mm, (*batch, G, r, L, S)).reshape(U, r * L, S)
-    out = np.zeros((U, r * L, d_v), dtype=work)
+    out = np.empty((U, r * L, d_v), dtype=work)  # every row written
     offset = S - L if causal == "bottom-right" else 0
     # every row sees every key (no mask; causal hides nothing): BLAS reads K and V
     blas = mask is None and (causal is None or offset + 1 >= S) and S >= DECODE_BLAS_KEYS
@@ -152,6 +158,11 @@ def fused_attention(q, k, v, *, workers=None, block_q=None, block_k=None, **rule
         # BLAS on one thread each (two cores, 12 heads × 16,384 keys: 4.4 against 5.4 ms)
         small = U * S * (d_k + d_v) < PARALLEL_MIN
         workers = 1 if blas or small else default_workers()
+    if blas and workers == 1:  # the common decoding step: one call, its finiteness known
+        finite = _decode_blas(qs, ks, vs, out)
+        if vouch and not finite:
+            return None
+        return _decoded(out, batch, G * r, L, nd - max(q.ndim, k.ndim, v.ndim), dtype)
     step = -(-U // workers)
     chunks = [(u0, min(u0 + step, U)) for u0 in range(0, U, step)]
 
@@ -177,8 +188,15 @@ def fused_attention(q, k, v, *, workers=None, block_q=None, block_k=None, **rule
     else:
         with single_threaded_blas():  # one BLAS thread per worker
             list(pool(len(chunks)).map(run, chunks))
-    out = out.reshape(*batch, G * r, L, d_v)  # (..., H, L, d_v)
-    out = out.reshape(out.shape[nd - max(q.ndim, k.ndim, v.ndim) :])  # drop the padding axes
+    if vouch and not np.isfinite(out).all():
+        return None
+    return _decoded(out, batch, G * r, L, nd - max(q.ndim, k.ndim, v.ndim), dtype)
+
+
+def _decoded(out, batch, H, L, padding, dtype):
+    """A decoding step's out (U, r·L, d_v) as (..., H, L, d_v) in the caller's dtype, without
+    the ``padding`` leading axes the inputs did not have."""
+    out = out.reshape((*batch, H, L, out.shape[-1])[padding:])
     return out if out.dtype == dtype else out.astype(dtype)
 
 
@@ -276,27 +294,33 @@ class _FusedPlan(blocked._Plan):
 def _decode_blas(qs, ks, vs, out):
     """Decoding rows that see every key: scores by BLAS a block of keys at a time, the tile
     pass on them, p·v by BLAS (K and V read once each, at BLAS's speed). qs (u, n, d_k) in log₂
-    units, ks (u, S, d_k), vs (u, S, d_v), out (u, n, d_v) zeros; when some row's answer is not
-    finite (a +inf score, no weight) every row gets NaN, and the reference then decides."""
+    units, ks (u, S, d_k), vs (u, S, d_v), out (u, n, d_v) written (its contents unread). Returns
+    whether every z is finite; when some row's answer is undefined (a +inf score, no weight)
+    every row gets NaN, and the reference then decides."""
     u, n, _ = qs.shape
-    dtype = qs.dtype
     kernels = _kernels()
     tile = kernels["tile"]
-    m = np.full((u, n), -np.inf, dtype=dtype)
-    ell = np.zeros((u, n), dtype=dtype)
+    m = np.empty((u, n), dtype=qs.dtype)
+    m.fill(-np.inf)  # (np.full is a Python function: more to run in a call per layer)
+    ell = np.zeros((u, n), dtype=qs.dtype)
     block = min(ks.shape[1], DECODE_BLAS_BLOCK)
-    scores = np.empty(u * n * block, dtype=dtype)
-    pv = np.empty_like(out)
-    no_bias = _NO_BIAS[np.dtype(dtype)]
+    scores = np.empty(u * n * block, dtype=qs.dtype)
+    no_bias = _NO_BIAS[qs.dtype]
     for j0 in range(0, ks.shape[1], block):
         kb, vb = ks[:, j0 : j0 + block], vs[:, j0 : j0 + block]
         s = scores[: u * n * kb.shape[1]].reshape(u, n, kb.shape[1])  # C-contiguous
         np.matmul(qs, kb.transpose(0, 2, 1), out=s)  # (u, n, d_k) @ (u, d_k, b) -> (u, n, b)
         tile(s, m, ell, out, _NO_POSITIONS, j0, False, 0, _NO_MASK, False, no_bias, False, False)
-        out += np.matmul(s, vb, out=pv)  # (u, n, b) @ (u, b, d_v)
-    # z = a / ℓ in place (1: a +inf score; 2: a row with no weight, which sees every key here)
-    if kernels["finish"](m, ell, out, out[:, None]) != 0:
+        if j0 == 0:  # the first block's p·v starts a (whatever out held)
+            np.matmul(s, vb, out=out)  # (u, n, b) @ (u, b, d_v)
+        else:
+            out += np.matmul(s, vb)
+    # z = a / ℓ in place (1: a +inf score; 2: a row with no weight, which sees every key here;
+    # 3: a z that is not finite, from a NaN or ±inf input)
+    status = kernels["finish"](m, ell, out, out[:, None])
+    if status in (1, 2):
         out[:] = np.nan
+    return status == 0
 
 
 def _expanded(a, shape):

@@ -373,7 +373,8 @@ def largest_norm(rows):
 def finish(m, ell, acc, out):
     """A tile's rows done: z = a / ℓ into out (u, h, i, d_v), from m, ell (u, n) and acc
     (u, n, d_v), n = h·i. Returns 1 (nothing written) when a score was +inf (m = +inf);
-    else 2 when some row summed no weight (ℓ = 0 or m = −inf: its z is 0), else 0."""
+    else 2 when some row summed no weight (ℓ = 0 or m = −inf: its z is 0); else 3 when some
+    z is NaN or ±inf (from a NaN or ±inf input); else 0."""
     full_width()
     u, n, d_v = acc.shape
     per = out.shape[2]
@@ -381,14 +382,17 @@ def finish(m, ell, acc, out):
         for i in range(n):
             if m[a, i] == np.inf:
                 return 1
-    status = 0
+    empty = False
+    spread = np.zeros(1, acc.dtype)[0]  # Σ (z − z): 0, or NaN once a z is not finite
     for a in range(u):
         for i in range(n):
             dst = out[a, i // per, i % per]
             if ell[a, i] == 0.0 or m[a, i] == -np.inf:
-                status = 2
+                empty = True
                 dst[:] = 0.0
             else:
                 for c in range(d_v):
-                    dst[c] = acc[a, i, c] / ell[a, i]
-    return status
+                    z = acc[a, i, c] / ell[a, i]
+                    dst[c] = z
+                    spread += z - z
+    return 2 if empty else (0 if spread == 0.0 else 3)
