@@ -62,7 +62,7 @@ os.register_at_fork(after_in_child=single_threaded_blas._forget)
 def _limit_to_one() -> list:
     """Set every BLAS library to one thread; the (library, original count) of each one changed."""
     saved = []
-    for lib in _blas_libraries():
+    for lib in blas_libraries():
         original = lib.get_num_threads()
         if original is None or original == 1:
             continue
@@ -83,7 +83,7 @@ def _set_threads(lib, n: int) -> None:
 
 
 @functools.cache
-def _blas_libraries() -> tuple:
+def blas_libraries() -> tuple:
     """threadpoolctl's controllers of the loaded BLAS libraries, found once (finding them takes
     ~0.5 ms; setting a thread count afterwards takes microseconds); none without threadpoolctl."""
     try:

@@ -19,9 +19,10 @@ max|q_i|·max|k_j| shows that no score can overflow 2^s (the blocked kernel's bo
 and the pass is one exp2 loop per row (no max, no rescaling).
 
 A one-query step against a cache (decoding, up to DECODE_ROWS rows per K/V head) where every
-row sees every key of a long cache reads K and V once each through BLAS, a block of keys at a
-time with the same compiled pass in between (``_decode_blas``: memory-bound, as fast as the
-matrix-vector products themselves, which BLAS spreads over its own threads); otherwise (a
+row sees every key of a long cache reads K and V once each through BLAS, with the same
+compiled row update in between (``_decode_blas``: memory-bound, as fast as the matrix-vector
+products themselves, which BLAS spreads over its own threads; one compiled call that calls
+NumPy's BLAS itself, ``kernels/decode_jit.py``, where that BLAS can be reached); otherwise (a
 mask, a diagonal, a short cache) one compiled loop per K/V head reads each key and value once
 for all the query heads that share it, and never a masked one.
 
@@ -292,11 +293,35 @@ class _FusedPlan(blocked._Plan):
 
 
 def _decode_blas(qs, ks, vs, out):
-    """Decoding rows that see every key: scores by BLAS a block of keys at a time, the tile
-    pass on them, p·v by BLAS (K and V read once each, at BLAS's speed). qs (u, n, d_k) in log₂
-    units, ks (u, S, d_k), vs (u, S, d_v), out (u, n, d_v) written (its contents unread). Returns
-    whether every z is finite; when some row's answer is undefined (a +inf score, no weight)
-    every row gets NaN, and the reference then decides."""
+    """Decoding rows that see every key: scores by BLAS, the tile pass's row update on them,
+    p·v by BLAS (K and V read once each, at BLAS's speed). qs (u, n, d_k) in log₂ units, ks
+    (u, S, d_k), vs (u, S, d_v), out (u, n, d_v) written (its contents unread). Returns whether
+    every z is finite; when some row's answer is undefined (a +inf score, no weight) every row
+    gets NaN, and the reference then decides.
+
+    One compiled call that calls NumPy's BLAS itself (``kernels/decode_jit.py``) where it can;
+    else NumPy's matmul a block of keys at a time, with the same compiled passes between."""
+    kernels = _kernels()
+    size = qs.itemsize
+    found = kernels["blas"](qs.dtype)
+    if (
+        found is not None
+        and ks.strides[2] == vs.strides[2] == size  # rows of unit stride, as BLAS reads them
+        and ks.strides[1] >= ks.shape[2] * size > 0
+        and vs.strides[1] >= vs.shape[2] * size > 0
+    ):
+        scratch = np.empty((qs.shape[1], ks.shape[1]), dtype=qs.dtype)
+        status = kernels["decode_step"](*found, qs, ks, vs, out, scratch)
+    else:
+        status = _decode_numpy(qs, ks, vs, out)
+    if status in (1, 2):
+        out[:] = np.nan
+    return status == 0
+
+
+def _decode_numpy(qs, ks, vs, out):
+    """``_decode_blas`` through NumPy's matmul, a block of keys at a time; returns
+    ``fused_jit.finish``'s status."""
     u, n, _ = qs.shape
     kernels = _kernels()
     tile = kernels["tile"]
@@ -317,10 +342,7 @@ def _decode_blas(qs, ks, vs, out):
             out += np.matmul(s, vb)
     # z = a / ℓ in place (1: a +inf score; 2: a row with no weight, which sees every key here;
     # 3: a z that is not finite, from a NaN or ±inf input)
-    status = kernels["finish"](m, ell, out, out[:, None])
-    if status in (1, 2):
-        out[:] = np.nan
-    return status == 0
+    return kernels["finish"](m, ell, out, out[:, None])
 
 
 def _expanded(a, shape):
@@ -347,7 +369,8 @@ _COMPILED: dict[str, Callable[..., Any]] = {}
 def _kernels() -> dict[str, Callable[..., Any]]:
     """The compiled functions, made on first use (numba is imported only here)."""
     if not _COMPILED:
-        from qkv.kernels import fused_jit
+        from qkv.kernels import decode_jit, fused_jit
 
         _COMPILED.update(fused_jit.build())
+        _COMPILED.update(decode_step=decode_jit.decode_step, blas=decode_jit.functions)
     return _COMPILED

@@ -1,0 +1,163 @@
+"""A decoding step in one compiled call, which calls NumPy's own BLAS itself.
+
+A step of one query row per K/V head (or a few) against a cache whose every key it sees is two
+matrix-vector products per head and the softmax between them (``kernels/fused.py``). Through
+NumPy, each product, each small array and each check is a Python call, and right after the
+products have streamed K and V through the caches each of those costs tens of microseconds.
+Here the whole step is one compiled function that calls the BLAS NumPy calls: the same
+library, with its thread count set the same way (``blas.single_threaded_blas`` included),
+found by the symbols it exports. NumPy's wheels ship OpenBLAS as scipy-openblas, with 64-bit
+integers and the symbols ``scipy_cblas_sgemv64_`` and so on; where NumPy's BLAS does not
+export them (another library, another build), ``functions`` returns None and the step runs
+through NumPy's matmul (``fused._decode_blas``).
+
+One query row per head takes gemv (K·q, then Vᵀ·p: each key and value read once, and no
+packing); a few rows take gemm. Between them, the tile pass's row update (``fused_jit``): p
+= 2^(s − max), its sum ℓ, and at the end z = a / ℓ with ``fused_jit.finish``'s statuses.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba.core import types
+
+from qkv.blas import blas_libraries
+from qkv.kernels.fused_jit import OPTS, _intrinsic, _like, _row_update, full_width
+
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # CBLAS's enumerations
+SYMBOLS = ("scipy_cblas_{}64_", "cblas_{}64_")  # 64-bit integers: the "64_" suffix says so
+
+
+@functools.cache
+def functions(dtype) -> tuple[int, int] | None:
+    """The addresses of (gemv, gemm) for ``dtype`` (float32: s, float64: d) in NumPy's BLAS,
+    when one of the loaded BLAS libraries exports them under a name that says its integers
+    are 64-bit; else None."""
+    letter = {np.dtype(np.float32): "s", np.dtype(np.float64): "d"}.get(np.dtype(dtype))
+    if letter is None:
+        return None
+    for lib in blas_libraries():
+        try:
+            handle = ctypes.CDLL(lib.filepath)
+        except OSError:  # pragma: no cover - a library threadpoolctl found but cannot open
+            continue
+        for symbol in SYMBOLS:
+            names = [symbol.format(letter + kind) for kind in ("gemv", "gemm")]
+            if all(hasattr(handle, name) for name in names):
+                gemv, gemm = (ctypes.cast(getattr(handle, n), ctypes.c_void_p).value for n in names)
+                if gemv and gemm:  # (never NULL for an exported function)
+                    return gemv, gemm
+    return None
+
+
+def _float_type(dtype) -> ir.Type:
+    return ir.FloatType() if dtype == types.float32 else ir.DoubleType()
+
+
+@_intrinsic
+def _gemv(typingctx, fn, trans, m, n, a, lda, x, y):
+    """y = op(a)·x by cblas_?gemv at address fn: a (m, n) row-major with row stride lda,
+    op = trans (NO_TRANS or TRANS); x and y of unit stride."""
+
+    def codegen(context, builder, signature, args):
+        fn, trans, m, n, a, lda, x, y = args
+        f = _float_type(signature.args[4].dtype)
+        i32, i64, p = ir.IntType(32), ir.IntType(64), ir.PointerType(f)
+        fnty = ir.FunctionType(ir.VoidType(), [i32, i32, i64, i64, f, p, i64, p, i64, f, p, i64])
+        call = builder.inttoptr(fn, fnty.as_pointer())
+        data = [
+            context.make_array(signature.args[i])(context, builder, args[i]).data for i in (4, 6, 7)
+        ]
+        one, zero = ir.Constant(f, 1.0), ir.Constant(f, 0.0)
+        unit = ir.Constant(i64, 1)
+        order, op = ir.Constant(i32, ROW_MAJOR), builder.trunc(trans, i32)
+        builder.call(call, [order, op, m, n, one, data[0], lda, data[1], unit, zero, data[2], unit])
+        return context.get_dummy_value()
+
+    i = types.int64
+    return types.none(i, i, i, i, a, i, x, y), codegen
+
+
+@_intrinsic
+def _gemm(typingctx, fn, trans_b, m, n, k, a, lda, b, ldb, c, ldc):
+    """c = a·op(b) by cblas_?gemm at address fn, row-major: a (m, k), op(b) (k, n), c (m, n)."""
+
+    def codegen(context, builder, signature, args):
+        fn, trans_b, m, n, k, a, lda, b, ldb, c, ldc = args
+        f = _float_type(signature.args[5].dtype)
+        i32, i64, p = ir.IntType(32), ir.IntType(64), ir.PointerType(f)
+        fnty = ir.FunctionType(
+            ir.VoidType(), [i32, i32, i32, i64, i64, i64, f, p, i64, p, i64, f, p, i64]
+        )
+        call = builder.inttoptr(fn, fnty.as_pointer())
+        data = [
+            context.make_array(signature.args[i])(context, builder, args[i]).data for i in (5, 7, 9)
+        ]
+        one, zero = ir.Constant(f, 1.0), ir.Constant(f, 0.0)
+        order, no_trans = ir.Constant(i32, ROW_MAJOR), ir.Constant(i32, NO_TRANS)
+        ops = [order, no_trans, builder.trunc(trans_b, i32), m, n, k, one]
+        builder.call(call, [*ops, data[0], lda, data[1], ldb, zero, data[2], ldc])
+        return context.get_dummy_value()
+
+    i = types.int64
+    return types.none(i, i, i, i, i, a, i, b, i, c, i), codegen
+
+
+def _signatures() -> list:
+    """Per float type: q, out and the scratch C-contiguous and written; K and V read-only views
+    of any layout (a cache's first S rows), whose rows the caller has checked to be of unit
+    stride."""
+    out = []
+    for f in (types.float32, types.float64):
+        kv = types.Array(f, 3, "A", readonly=True)
+        c3, c2 = types.Array(f, 3, "C"), types.Array(f, 2, "C")
+        out.append(types.int64(types.int64, types.int64, c3, kv, kv, c3, c2))
+    return out
+
+
+@numba.njit(_signatures(), **OPTS)
+def decode_step(gemv, gemm, q, k, v, out, s):
+    """Attention for n query rows per K/V head that see every key: q (U, n, d_k) times
+    scale/τ·log₂e, k (U, S, d_k), v (U, S, d_v), out (U, n, d_v) written, s (n, S) scratch;
+    gemv, gemm: the addresses from ``functions``. Returns ``fused_jit.finish``'s status: 0;
+    1 a score was +inf (out unfinished); 2 a row summed no weight (its z is 0); 3 a z is NaN or
+    ±inf."""
+    full_width()
+    U, n, d_k = q.shape
+    S, d_v = k.shape[1], v.shape[2]
+    lanes = np.empty(16, q.dtype)
+    no_mask = np.ones(1, np.bool_)
+    m = np.empty(n, q.dtype)
+    ell = np.empty(n, q.dtype)
+    ldk, ldv = k.strides[1] // k.itemsize, v.strides[1] // v.itemsize
+    empty = False
+    spread = np.zeros(1, q.dtype)[0]  # Σ (z − z): 0, or NaN once a z is not finite
+    ninf = _like(spread, -np.inf)
+    for a in range(U):
+        if n == 1:
+            _gemv(gemv, NO_TRANS, S, d_k, k[a], ldk, q[a, 0], s[0])  # s = K·q
+        else:
+            _gemm(gemm, TRANS, n, S, d_k, q[a], d_k, k[a], ldk, s, S)  # s = q·Kᵀ
+        for i in range(n):
+            m[i], _, ell[i] = _row_update(s[i], S, no_mask, False, ninf, lanes)
+            if m[i] == np.inf:
+                return 1
+        if n == 1:
+            _gemv(gemv, TRANS, S, d_v, v[a], ldv, s[0], out[a, 0])  # a = Vᵀ·p
+        else:
+            _gemm(gemm, NO_TRANS, n, d_v, S, s, S, v[a], ldv, out[a], d_v)  # a = p·V
+        for i in range(n):
+            if ell[i] == 0.0 or m[i] == -np.inf:
+                empty = True
+                out[a, i, :] = 0.0
+            else:
+                for c in range(d_v):
+                    z = out[a, i, c] / ell[i]
+                    out[a, i, c] = z
+                    spread += z - z
+    return 2 if empty else (0 if spread == 0.0 else 3)
