@@ -13,7 +13,7 @@ through NumPy's matmul (``fused._decode_blas``).
 
 One query row per head takes gemv (K·q, then Vᵀ·p: each key and value read once, and no
 packing); a few rows take gemm. Between them, the tile pass's row update (``fused_jit``): p
-= 2^(s − max), its sum ℓ, and at the end z = a / ℓ with ``fused_jit.finish``'s statuses.
+= 2^(s − max), its sum ℓ, and at the end ``fused_jit.finish``: z = a / ℓ, and its statuses.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from llvmlite import ir
 from numba.core import types
 
 from qkv.blas import blas_libraries
-from qkv.kernels.fused_jit import OPTS, _intrinsic, _like, _row_update, full_width
+from qkv.kernels.fused_jit import OPTS, _intrinsic, _like, _row_update, finish, full_width
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # CBLAS's enumerations
 SYMBOLS = ("scipy_cblas_{}64_", "cblas_{}64_")  # 64-bit integers: the "64_" suffix says so
@@ -132,32 +132,19 @@ def decode_step(gemv, gemm, q, k, v, out, s):
     S, d_v = k.shape[1], v.shape[2]
     lanes = np.empty(16, q.dtype)
     no_mask = np.ones(1, np.bool_)
-    m = np.empty(n, q.dtype)
-    ell = np.empty(n, q.dtype)
+    m = np.empty((U, n), q.dtype)
+    ell = np.empty((U, n), q.dtype)
+    ninf = _like(np.zeros(1, q.dtype)[0], -np.inf)
     ldk, ldv = k.strides[1] // k.itemsize, v.strides[1] // v.itemsize
-    empty = False
-    spread = np.zeros(1, q.dtype)[0]  # Σ (z − z): 0, or NaN once a z is not finite
-    ninf = _like(spread, -np.inf)
     for a in range(U):
         if n == 1:
             _gemv(gemv, NO_TRANS, S, d_k, k[a], ldk, q[a, 0], s[0])  # s = K·q
         else:
             _gemm(gemm, TRANS, n, S, d_k, q[a], d_k, k[a], ldk, s, S)  # s = q·Kᵀ
         for i in range(n):
-            m[i], _, ell[i] = _row_update(s[i], S, no_mask, False, ninf, lanes)
-            if m[i] == np.inf:
-                return 1
+            m[a, i], _, ell[a, i] = _row_update(s[i], S, no_mask, False, ninf, lanes)
         if n == 1:
             _gemv(gemv, TRANS, S, d_v, v[a], ldv, s[0], out[a, 0])  # a = Vᵀ·p
         else:
             _gemm(gemm, NO_TRANS, n, d_v, S, s, S, v[a], ldv, out[a], d_v)  # a = p·V
-        for i in range(n):
-            if ell[i] == 0.0 or m[i] == -np.inf:
-                empty = True
-                out[a, i, :] = 0.0
-            else:
-                for c in range(d_v):
-                    z = out[a, i, c] / ell[i]
-                    out[a, i, c] = z
-                    spread += z - z
-    return 2 if empty else (0 if spread == 0.0 else 3)
+    return finish(m, ell, out, out[:, None])  # z = a / ℓ in place
