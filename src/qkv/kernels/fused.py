@@ -107,9 +107,7 @@ def fused_attention(q, k, v, *, workers=None, block_q=None, block_k=None, vouch=
     L, S, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     factor = scale / temperature * LOG2E  # scores in log₂ units: exp2 instead of exp
     nd = max(q.ndim, k.ndim, v.ndim, 3)
-    q4, k4, v4 = q, k, v
-    if not q.ndim == k.ndim == v.ndim == nd:
-        q4, k4, v4 = (layout.padded(a, nd) for a in (q, k, v))
+    q4, k4, v4 = (layout.padded(a, nd) for a in (q, k, v))
     G, r = blocked.head_groups(q4.shape[-3], k4.shape[-3], v4.shape[-3])
     extras = softcap is not None or bias is not None or sinks is not None
     if r * L > DECODE_ROWS or extras:
@@ -159,45 +157,36 @@ def fused_attention(q, k, v, *, workers=None, block_q=None, block_k=None, vouch=
         # BLAS on one thread each (two cores, 12 heads × 16,384 keys: 4.4 against 5.4 ms)
         small = U * S * (d_k + d_v) < PARALLEL_MIN
         workers = 1 if blas or small else default_workers()
-    if blas and workers == 1:  # the common decoding step: one call, its finiteness known
-        finite = _decode_blas(qs, ks, vs, out)
-        if vouch and not finite:
-            return None
-        return _decoded(out, batch, G * r, L, nd - max(q.ndim, k.ndim, v.ndim), dtype)
     step = -(-U // workers)
     chunks = [(u0, min(u0 + step, U)) for u0 in range(0, U, step)]
 
-    def run(c):
+    def run(c) -> bool:
+        """These units' rows; whether their every z is known to be finite."""
         u0, u1 = c
-        if blas:
-            _decode_blas(qs[u0:u1], ks[u0:u1], vs[u0:u1], out[u0:u1])
-        else:
-            _kernels()["decode"](
-                qs[u0:u1],
-                ks[u0:u1],
-                vs[u0:u1],
-                ms if mask is None else ms[u0:u1],
-                mask is not None,
-                L,
-                causal is not None,
-                offset,
-                out[u0:u1],
-            )
+        if blas:  # its compiled pass tells
+            return _decode_blas(qs[u0:u1], ks[u0:u1], vs[u0:u1], out[u0:u1])
+        _kernels()["decode"](
+            qs[u0:u1],
+            ks[u0:u1],
+            vs[u0:u1],
+            ms if mask is None else ms[u0:u1],
+            mask is not None,
+            L,
+            causal is not None,
+            offset,
+            out[u0:u1],
+        )
+        return False  # not known: the output is looked at below
 
     if len(chunks) <= 1:
-        run(chunks[0])
+        finite = run(chunks[0])
     else:
         with single_threaded_blas():  # one BLAS thread per worker
-            list(pool(len(chunks)).map(run, chunks))
-    if vouch and not np.isfinite(out).all():
+            finite = all(list(pool(len(chunks)).map(run, chunks)))
+    if vouch and not finite and not np.isfinite(out).all():
         return None
-    return _decoded(out, batch, G * r, L, nd - max(q.ndim, k.ndim, v.ndim), dtype)
-
-
-def _decoded(out, batch, H, L, padding, dtype):
-    """A decoding step's out (U, r·L, d_v) as (..., H, L, d_v) in the caller's dtype, without
-    the ``padding`` leading axes the inputs did not have."""
-    out = out.reshape((*batch, H, L, out.shape[-1])[padding:])
+    # (U, r·L, d_v) -> (..., H, L, d_v), without the padding axes the inputs did not have
+    out = out.reshape((*batch, G * r, L, d_v)[nd - max(q.ndim, k.ndim, v.ndim) :])
     return out if out.dtype == dtype else out.astype(dtype)
 
 
@@ -325,8 +314,7 @@ def _decode_numpy(qs, ks, vs, out):
     u, n, _ = qs.shape
     kernels = _kernels()
     tile = kernels["tile"]
-    m = np.empty((u, n), dtype=qs.dtype)
-    m.fill(-np.inf)  # (np.full is a Python function: more to run in a call per layer)
+    m = np.full((u, n), -np.inf, dtype=qs.dtype)
     ell = np.zeros((u, n), dtype=qs.dtype)
     block = min(ks.shape[1], DECODE_BLAS_BLOCK)
     scores = np.empty(u * n * block, dtype=qs.dtype)
