@@ -63,17 +63,17 @@ def problem(
     are the settings every attention call takes (``takes_settings``)."""
     xp = steps.namespace(q, k, v)
     q, k, v = inputs(xp, q, k, v)
-    return Problem(  # the settings left out (None) need no check: fewer calls per layer
+    return Problem(
         q,
         k,
         v,
-        None if mask is None else checked_mask(mask, q, k),
+        checked_mask(mask, q, k),
         masks.causal_align(causal),
         scale_factor(scale, q.shape[-1]),
         temperature_value(temperature),
-        None if softcap is None else softcap_value(softcap),
-        None if bias is None else checked_bias(bias, q, k),
-        None if sinks is None else checked_sinks(sinks, q),
+        softcap_value(softcap),
+        checked_bias(bias, q, k),
+        checked_sinks(sinks, q),
     )
 
 
