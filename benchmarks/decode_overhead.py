@@ -4,7 +4,7 @@ call, a timed call: each timed step finds the caches as the previous step left t
 
     products alone   s = q·Kᵀ and s·V by NumPy's BLAS, nothing in between
     naive numpy      the bench's naive peer: the products with NumPy's softmax between them
-    _decode_blas     the fused kernel's decoding step on prepared inputs
+    decode_blas.step the fused kernel's decoding step on prepared inputs
     fused_attention  the kernel called directly (its own preparation included)
     qkv.attention    the whole call: checks, dispatch, kernel
 
@@ -22,7 +22,7 @@ import numpy as np
 
 from qkv import attention
 from qkv.bench import peers
-from qkv.kernels import fused
+from qkv.kernels import decode_blas, fused
 
 
 def main() -> None:
@@ -36,15 +36,15 @@ def main() -> None:
     v = rng.standard_normal((12, args.T, 64), dtype=np.float32)
     qs = q * np.float32(fused.LOG2E / 8)  # 1/√64 and log₂e, as the kernel prepares q
 
-    def decode_blas():
+    def blas_step():
         out = np.empty((12, 1, 64), np.float32)
-        fused._decode_blas(qs, k, v, out)
+        decode_blas.step(qs, k, v, out)
         return out
 
     runners = {
         "products alone": lambda: np.matmul(np.matmul(qs, k.transpose(0, 2, 1)), v),
         "naive numpy": lambda: peers._naive(q, k, v, False),
-        "_decode_blas": decode_blas,
+        "decode_blas.step": blas_step,
         "fused_attention": lambda: fused.fused_attention(q, k, v, causal="bottom-right"),
         "qkv.attention": lambda: attention(q, k, v, causal=True),
     }

@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from qkv.kernels import fused
+from qkv.kernels import compiled
 
 
 def main() -> None:
@@ -26,7 +26,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=60)
     args = parser.parse_args()
     n, bk, d = args.rows, args.keys, 64
-    tile = fused._kernels()["tile"]
+    tile = compiled.kernels()["tile"]
     rng = np.random.default_rng(0)
     m, ell = np.zeros((1, n), np.float32), np.zeros((1, n), np.float32)
     acc = np.zeros((1, n, d), np.float32)

@@ -10,7 +10,7 @@ import qkv
 
 pytest.importorskip("numba")
 
-from qkv.kernels import fused  # noqa: E402
+from qkv.kernels import compiled, fused  # noqa: E402
 
 
 def reference(q, k, v, **kw):
@@ -21,19 +21,19 @@ def reference(q, k, v, **kw):
 @pytest.fixture(params=["compiled", "numpy"])
 def path(request, monkeypatch):
     """Which way the step goes: "numpy" hides NumPy's BLAS from the compiled step."""
-    fused._kernels()
+    compiled.kernels()
     if request.param == "compiled":
-        assert fused._COMPILED["blas"](np.float32) is not None, "NumPy's BLAS not found"
+        assert compiled.COMPILED["blas"](np.float32) is not None, "NumPy's BLAS not found"
     else:
-        monkeypatch.setitem(fused._COMPILED, "blas", lambda dtype: None)
+        monkeypatch.setitem(compiled.COMPILED, "blas", lambda dtype: None)
     return request.param
 
 
 def calls(monkeypatch):
     """Count the compiled step's calls."""
     seen = []
-    step = fused._COMPILED["decode_step"]
-    monkeypatch.setitem(fused._COMPILED, "decode_step", lambda *a: seen.append(1) or step(*a))
+    step = compiled.COMPILED["decode_step"]
+    monkeypatch.setitem(compiled.COMPILED, "decode_step", lambda *a: seen.append(1) or step(*a))
     return seen
 
 

@@ -33,7 +33,7 @@ SHAPES = [  # (H, G, L, S, d): odd sizes, one query (decoding), no keys, grouped
     (2, 2, 7, 0, 8),
     (12, 12, 1, 1000, 64),
     (8, 2, 1, 4500, 16),  # decoding against a long cache: BLAS, 4 rows per K/V head
-    (4, 2, 1, 17000, 8),  # BLAS in two key blocks (fused.DECODE_BLAS_BLOCK = 16,384)
+    (4, 2, 1, 17000, 8),  # BLAS in two key blocks (decode_blas.BLOCK = 16,384)
 ]
 
 
@@ -123,9 +123,9 @@ def test_vouching_kernel_hands_a_non_finite_answer_back(rng, L, S):
 
 
 def test_finish_tells_a_non_finite_z_from_a_row_without_weight():
-    from qkv.kernels import fused
+    from qkv.kernels import compiled
 
-    finish = fused._kernels()["finish"]
+    finish = compiled.kernels()["finish"]
     m, ell = np.zeros((1, 2), np.float32), np.ones((1, 2), np.float32)
     acc = np.ones((1, 2, 3), np.float32)
     out = np.empty((1, 1, 2, 3), np.float32)
@@ -190,13 +190,13 @@ def test_any_shape_matches_reference(groups, r, L, S, d, causal, masked):
 
 
 def test_exp2_of_the_tile_pass_is_float32_exact_and_zero_far_below_the_max():
-    from qkv.kernels import fused
+    from qkv.kernels import compiled
 
     x = np.linspace(-110.0, 80.0, 4001).astype(np.float32)  # log₂ units, as the pass sees them
     s = np.concatenate([x, np.float32([np.nan, -np.inf])])[None, None]  # (1, 1, n)
     m, ell = np.zeros((1, 1), np.float32), np.zeros((1, 1), np.float32)  # the unshifted path
     acc = np.zeros((1, 1, 1), np.float32)
-    tile = fused._kernels()["tile"]
+    tile = compiled.kernels()["tile"]
     no_mask, no_bias = np.ones((1, 1, 1), bool), np.zeros((1, 1, 1, 1), np.float32)
     tile(s, m, ell, acc, np.zeros(1, np.int64), 0, False, 0, no_mask, False, no_bias, False, True)
     p = s[0, 0, : x.size].astype(np.float64)

@@ -9,7 +9,7 @@ library, with its thread count set the same way (``blas.single_threaded_blas`` i
 found by the symbols it exports. NumPy's wheels ship OpenBLAS as scipy-openblas, with 64-bit
 integers and the symbols ``scipy_cblas_sgemv64_`` and so on; where NumPy's BLAS does not
 export them (another library, another build), ``functions`` returns None and the step runs
-through NumPy's matmul (``fused._decode_blas``).
+through NumPy's matmul (``decode_blas.step``).
 
 One query row per head takes gemv (K·q, then Vᵀ·p: each key and value read once, and no
 packing); a few rows take gemm. Between them, the tile pass's row update (``fused_jit``): p

@@ -20,9 +20,8 @@ and the pass is one exp2 loop per row (no max, no rescaling).
 
 A one-query step against a cache (decoding, up to DECODE_ROWS rows per K/V head) where every
 row sees every key of a long cache reads K and V once each through BLAS, with the same
-compiled row update in between (``_decode_blas``: memory-bound, as fast as the matrix-vector
-products themselves, which BLAS spreads over its own threads; one compiled call that calls
-NumPy's BLAS itself, ``kernels/decode_jit.py``, where that BLAS can be reached); otherwise (a
+compiled row update in between (``kernels/decode_blas.py``: memory-bound, as fast as the
+matrix-vector products themselves, which BLAS spreads over its own threads); otherwise (a
 mask, a diagonal, a short cache) one compiled loop per K/V head reads each key and value once
 for all the query heads that share it, and never a masked one.
 
@@ -48,13 +47,11 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
 from qkv.checks import Problem
-from qkv.kernels import blocked, layout, tuning
+from qkv.kernels import blocked, compiled, decode_blas, layout, tuning
 from qkv.kernels.threads import default_workers, pool, single_threaded_blas
 
 LOG2E = 1.4426950408889634
@@ -62,22 +59,7 @@ DECODE_ROWS = 8  # up to this many query rows per K/V head: the decode loop, no 
 DECODE_BLOCK = 256  # keys per block in the decode loop (scores of a block stay in L1)
 PARALLEL_MIN = 1 << 21  # decode: below this many key·feature reads, one thread
 DECODE_BLAS_KEYS = 512  # decode against at least this many keys: BLAS instead of the loop
-DECODE_BLAS_BLOCK = 16384  # keys per BLAS call when decoding (4,096: 9% slower at 16,384 keys)
 DIAGONAL_PIECES = 2  # row pieces of a causal diagonal block (measured: 1 to 4 within 1%)
-
-
-def _constant(a):
-    """a, read-only (the compiled loops take the arguments they do not write as read-only)."""
-    a.flags.writeable = False
-    return a
-
-
-# the tile pass's arguments for "no mask", "no bias" and "no diagonal" (never read)
-_NO_MASK = _constant(np.ones((1, 1, 1), dtype=bool))
-_NO_BIAS = {
-    np.dtype(t): _constant(np.zeros((1, 1, 1, 1), dtype=t)) for t in (np.float32, np.float64)
-}
-_NO_POSITIONS = _constant(np.zeros(1, dtype=np.int64))
 
 
 @functools.cache
@@ -141,7 +123,7 @@ def fused_attention(q, k, v, *, workers=None, block_q=None, block_k=None, vouch=
     qs = np.multiply(qs.reshape(U, r * L, d_k), factor, dtype=work, order="C")
     ks = _expanded(k4, (*batch, G, S, d_k)).reshape(U, S, d_k)  # a view when it can be
     vs = _expanded(v4, (*batch, G, S, d_v)).reshape(U, S, d_v)
-    ms = _NO_MASK
+    ms = compiled.NO_MASK
     if mask is not None:  # one row per unit here (r·L = 1)
         mm = layout.split_heads(layout.padded(np.asarray(mask), nd), G, r)
         ms = np.broadcast_to(mm, (*batch, G, r, L, S)).reshape(U, r * L, S)
@@ -151,7 +133,7 @@ def fused_attention(q, k, v, *, workers=None, block_q=None, block_k=None, vouch=
     blas = mask is None and (causal is None or offset + 1 >= S) and S >= DECODE_BLAS_KEYS
     if not blas:  # the loop's dot products vectorise on contiguous rows only: a cache's view
         # (the first S rows of a longer buffer) is copied, which costs less than strided loops
-        ks, vs = (_read_only(np.ascontiguousarray(a)) for a in (ks, vs))
+        ks, vs = (compiled.read_only(np.ascontiguousarray(a)) for a in (ks, vs))
     if workers is None:
         # BLAS threads its own matrix-vector products: one caller beats a worker per CPU with
         # BLAS on one thread each (two cores, 12 heads × 16,384 keys: 4.4 against 5.4 ms)
@@ -164,8 +146,8 @@ def fused_attention(q, k, v, *, workers=None, block_q=None, block_k=None, vouch=
         """These units' rows; whether their every z is known to be finite."""
         u0, u1 = c
         if blas:  # its compiled pass tells
-            return _decode_blas(qs[u0:u1], ks[u0:u1], vs[u0:u1], out[u0:u1])
-        _kernels()["decode"](
+            return decode_blas.step(qs[u0:u1], ks[u0:u1], vs[u0:u1], out[u0:u1])
+        compiled.kernels()["decode"](
             qs[u0:u1],
             ks[u0:u1],
             vs[u0:u1],
@@ -205,9 +187,9 @@ class _FusedPlan(blocked._Plan):
         buf, qs, m, ell, acc = self.start(q_u, rows, sink_u)  # m in log₂ units
         u, n = qs.shape[:2]
         pos = np.tile(np.arange(i0, i1), h1 - h0)  # (n,) each row's query position
-        kernels = _kernels()
+        kernels = compiled.kernels()
         fused = kernels["tile"]
-        no_bias = _NO_BIAS[np.dtype(self.dtype)]
+        no_bias = compiled.NO_BIAS[np.dtype(self.dtype)]
         # every score small enough for 2^s as it is (blocked._Plan._quiet): no max, no rescale
         fixed = kn_u is not None and m_u is None
         if fixed and self._quiet(qs, kn_u, math.sqrt(kernels["norm"](qs))):
@@ -220,7 +202,7 @@ class _FusedPlan(blocked._Plan):
         for j0, j1, diagonal in self.key_blocks(i0, i1):
             for r0, r1, j_end in self._pieces(n, i0, j0, j1, diagonal and not whole):
                 nr = r1 - r0  # rows in this piece
-                seen = _NO_MASK
+                seen = compiled.NO_MASK
                 if m_u is not None:  # (u, h1-h0, i1-i0, bk) -> (u, n, bk)
                     seen = m_u[:, h0:h1, i0:i1, j0:j1].reshape(m_u.shape[0], -1, j1 - j0)
                     if not seen.any():
@@ -281,66 +263,9 @@ class _FusedPlan(blocked._Plan):
         return out
 
 
-def _decode_blas(qs, ks, vs, out):
-    """Decoding rows that see every key: scores by BLAS, the tile pass's row update on them,
-    p·v by BLAS (K and V read once each, at BLAS's speed). qs (u, n, d_k) in log₂ units, ks
-    (u, S, d_k), vs (u, S, d_v), out (u, n, d_v) written (its contents unread). Returns whether
-    every z is finite; when some row's answer is undefined (a +inf score, no weight) every row
-    gets NaN, and the reference then decides.
-
-    One compiled call that calls NumPy's BLAS itself (``kernels/decode_jit.py``) where it can;
-    else NumPy's matmul a block of keys at a time, with the same compiled passes between."""
-    kernels = _kernels()
-    size = qs.itemsize
-    found = kernels["blas"](qs.dtype)
-    if (
-        found is not None
-        and ks.strides[2] == vs.strides[2] == size  # rows of unit stride, as BLAS reads them
-        and ks.strides[1] >= ks.shape[2] * size > 0
-        and vs.strides[1] >= vs.shape[2] * size > 0
-    ):
-        scratch = np.empty((qs.shape[1], ks.shape[1]), dtype=qs.dtype)
-        status = kernels["decode_step"](*found, qs, ks, vs, out, scratch)
-    else:
-        status = _decode_numpy(qs, ks, vs, out)
-    if status in (1, 2):
-        out[:] = np.nan
-    return status == 0
-
-
-def _decode_numpy(qs, ks, vs, out):
-    """``_decode_blas`` through NumPy's matmul, a block of keys at a time; returns
-    ``fused_jit.finish``'s status."""
-    u, n, _ = qs.shape
-    kernels = _kernels()
-    tile = kernels["tile"]
-    m = np.full((u, n), -np.inf, dtype=qs.dtype)
-    ell = np.zeros((u, n), dtype=qs.dtype)
-    block = min(ks.shape[1], DECODE_BLAS_BLOCK)
-    scores = np.empty(u * n * block, dtype=qs.dtype)
-    no_bias = _NO_BIAS[qs.dtype]
-    for j0 in range(0, ks.shape[1], block):
-        kb, vb = ks[:, j0 : j0 + block], vs[:, j0 : j0 + block]
-        s = scores[: u * n * kb.shape[1]].reshape(u, n, kb.shape[1])  # C-contiguous
-        np.matmul(qs, kb.transpose(0, 2, 1), out=s)  # (u, n, d_k) @ (u, d_k, b) -> (u, n, b)
-        tile(s, m, ell, out, _NO_POSITIONS, j0, False, 0, _NO_MASK, False, no_bias, False, False)
-        if j0 == 0:  # the first block's p·v starts a (whatever out held)
-            np.matmul(s, vb, out=out)  # (u, n, b) @ (u, b, d_v)
-        else:
-            out += np.matmul(s, vb)
-    # z = a / ℓ in place (1: a +inf score; 2: a row with no weight, which sees every key here;
-    # 3: a z that is not finite, from a NaN or ±inf input)
-    return kernels["finish"](m, ell, out, out[:, None])
-
-
 def _expanded(a, shape):
     """a broadcast to shape (a itself when it has that shape already)."""
     return a if a.shape == shape else np.broadcast_to(a, shape)
-
-
-def _read_only(a):
-    """a as a read-only view (the compiled loops are typed for read-only K and V)."""
-    return _constant(a.view())
 
 
 def _add_nonfinite(pv, p, vb):
@@ -349,16 +274,3 @@ def _add_nonfinite(pv, p, vb):
     for a, j in zip(*np.nonzero(~np.isfinite(vb).all(axis=-1)), strict=False):
         rows = p[a, :, j] != 0  # (n,)
         pv[a, rows] += p[a, rows, j, None] * vb[a, j]  # (n', 1) * (d_v,) -> (n', d_v)
-
-
-_COMPILED: dict[str, Callable[..., Any]] = {}
-
-
-def _kernels() -> dict[str, Callable[..., Any]]:
-    """The compiled functions, made on first use (numba is imported only here)."""
-    if not _COMPILED:
-        from qkv.kernels import decode_jit, fused_jit
-
-        _COMPILED.update(fused_jit.build())
-        _COMPILED.update(decode_step=decode_jit.decode_step, blas=decode_jit.functions)
-    return _COMPILED

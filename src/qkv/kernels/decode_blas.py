@@ -1,0 +1,78 @@
+"""A decoding step through BLAS: query rows that see every key of a long cache (``kernels/fused.py``
+sends them here). Scores by BLAS, the fused kernel's compiled row update on them, p·v by BLAS:
+K and V read once each, at BLAS's speed, in one compiled call that calls NumPy's BLAS itself
+(``kernels/decode_jit.py``); through NumPy's matmul where that BLAS cannot be reached."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qkv.kernels import compiled
+
+BLOCK = 16384  # keys per matmul through NumPy (4,096: 9% slower at 16,384 keys)
+
+
+def step(qs, ks, vs, out):
+    """Decoding rows that see every key: scores by BLAS, the tile pass's row update on them,
+    p·v by BLAS (K and V read once each, at BLAS's speed). qs (u, n, d_k) in log₂ units, ks
+    (u, S, d_k), vs (u, S, d_v), out (u, n, d_v) written (its contents unread). Returns whether
+    every z is finite; when some row's answer is undefined (a +inf score, no weight) every row
+    gets NaN, and the reference then decides.
+
+    One compiled call that calls NumPy's BLAS itself (``kernels/decode_jit.py``) where it can;
+    else NumPy's matmul a block of keys at a time, with the same compiled passes between."""
+    kernels = compiled.kernels()
+    size = qs.itemsize
+    found = kernels["blas"](qs.dtype)
+    if (
+        found is not None
+        and ks.strides[2] == vs.strides[2] == size  # rows of unit stride, as BLAS reads them
+        and ks.strides[1] >= ks.shape[2] * size > 0
+        and vs.strides[1] >= vs.shape[2] * size > 0
+    ):
+        scratch = np.empty((qs.shape[1], ks.shape[1]), dtype=qs.dtype)
+        status = kernels["decode_step"](*found, qs, ks, vs, out, scratch)
+    else:
+        status = _through_numpy(qs, ks, vs, out)
+    if status in (1, 2):
+        out[:] = np.nan
+    return status == 0
+
+
+def _through_numpy(qs, ks, vs, out):
+    """``step`` through NumPy's matmul, a block of keys at a time; returns
+    ``fused_jit.finish``'s status."""
+    u, n, _ = qs.shape
+    kernels = compiled.kernels()
+    tile = kernels["tile"]
+    m = np.full((u, n), -np.inf, dtype=qs.dtype)
+    ell = np.zeros((u, n), dtype=qs.dtype)
+    block = min(ks.shape[1], BLOCK)
+    scores = np.empty(u * n * block, dtype=qs.dtype)
+    no_bias = compiled.NO_BIAS[qs.dtype]
+    for j0 in range(0, ks.shape[1], block):
+        kb, vb = ks[:, j0 : j0 + block], vs[:, j0 : j0 + block]
+        s = scores[: u * n * kb.shape[1]].reshape(u, n, kb.shape[1])  # C-contiguous
+        np.matmul(qs, kb.transpose(0, 2, 1), out=s)  # (u, n, d_k) @ (u, d_k, b) -> (u, n, b)
+        tile(
+            s,
+            m,
+            ell,
+            out,
+            compiled.NO_POSITIONS,
+            j0,
+            False,
+            0,
+            compiled.NO_MASK,
+            False,
+            no_bias,
+            False,
+            False,
+        )
+        if j0 == 0:  # the first block's p·v starts a (whatever out held)
+            np.matmul(s, vb, out=out)  # (u, n, b) @ (u, b, d_v)
+        else:
+            out += np.matmul(s, vb)
+    # z = a / ℓ in place (1: a +inf score; 2: a row with no weight, which sees every key here;
+    # 3: a z that is not finite, from a NaN or ±inf input)
+    return kernels["finish"](m, ell, out, out[:, None])
