@@ -31,8 +31,9 @@ COMPILED: dict[str, Callable[..., Any]] = {}
 def kernels() -> dict[str, Callable[..., Any]]:
     """The compiled functions by name, made on first use."""
     if not COMPILED:
-        from qkv.kernels import decode_jit, fused_jit
+        from qkv.kernels import decode_jit, fused_jit, strips_jit
 
         COMPILED.update(fused_jit.build())
         COMPILED.update(decode_step=decode_jit.decode_step, blas=decode_jit.functions)
+        COMPILED.update(strips=strips_jit.strips)
     return COMPILED

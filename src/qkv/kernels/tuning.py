@@ -37,7 +37,7 @@ from qkv.kernels import processor
 FORMAT = 1  # the file's layout; a file of another format is measured again
 # the kernels' inner loops: raised when they change, so tiles chosen for the old ones are
 # measured again rather than kept
-KERNELS = 3
+KERNELS = 4
 
 
 @dataclass(frozen=True, order=True)

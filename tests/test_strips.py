@@ -1,0 +1,136 @@
+"""The strip kernel (matrix products of qkv's own, ``kernels/strips_jit.py``) against the float64
+reference: where the fused kernel sends its tiles there (shapes, partial panels and strips,
+causal alignments, grouped K/V heads, sinks, wide scores, threads), where it does not (and the
+answer is still right), what is not finite, and K's packed layout."""
+
+import numpy as np
+import pytest
+
+import qkv
+
+pytest.importorskip("numba")
+
+from qkv.kernels import compiled, fused, strips_jit  # noqa: E402
+
+
+def reference(q, k, v, **rule):
+    q, k, v = (a.astype(np.float64) for a in (q, k, v))
+    return qkv.attention(q, k, v, backend="reference", **rule)
+
+
+def run(q, k, v, *, block_q=None, block_k=None, workers=None, **rule):
+    """The fused kernel's answer and the float64 reference's, at scale 1/√d_k (which the
+    kernel, called directly, does not default to)."""
+    rule.setdefault("scale", q.shape[-1] ** -0.5)
+    tiles = {"block_q": block_q, "block_k": block_k, "workers": workers}
+    return fused.fused_attention(q, k, v, **tiles, **rule), reference(q, k, v, **rule)
+
+
+@pytest.fixture
+def strips(monkeypatch):
+    """The strip kernel's calls, counted."""
+    seen = []
+    run = compiled.kernels()["strips"]
+    monkeypatch.setitem(compiled.COMPILED, "strips", lambda *a: seen.append(1) or run(*a))
+    return seen
+
+
+def problem(rng, H, G, L, S, d, d_v, width=1.0, batch=()):
+    q = width * rng.standard_normal((*batch, H, L, d))
+    k = width * rng.standard_normal((*batch, G, S, d))
+    v = rng.standard_normal((*batch, G, S, d_v))
+    return (a.astype(np.float32) for a in (q, k, v))
+
+
+NW = strips_jit.NW
+SHAPES = [  # (H, G, L, S, d_k, d_v): rows and keys that fill no whole strip, panel or block
+    (1, 1, 37, 531, 40, NW),
+    (2, 2, 300, 1100, 64, 2 * NW),
+    (6, 2, 100, 700, 24, 4 * NW),  # grouped K/V heads: 3 query heads' rows per strip run
+    (1, 1, 9, 5, 7, NW),  # fewer keys than a panel
+    (2, 1, 6, 6, 64, 8 * NW),
+]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("causal", [None, "bottom-right", "top-left"])
+@pytest.mark.parametrize("width", [1.0, 4.0])  # 4×: past the bound, the running max
+def test_strips_match_float64_reference(rng, strips, shape, causal, width):
+    H, G, L, S, d_k, d_v = shape
+    q, k, v = problem(rng, H, G, L, S, d_k, d_v, width)
+    got, want = run(q, k, v, causal=causal)
+    assert strips, "the strip kernel did not run"
+    assert got.dtype == np.float32 and got.shape == (H, L, d_v)
+    np.testing.assert_allclose(got, want, atol=5e-6 * width**2, rtol=0)
+
+
+@pytest.mark.parametrize("tiles", [(7, 64), (64, 256), (256, 512)])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_row_blocks_and_threads(rng, strips, tiles, workers):
+    q, k, v = problem(rng, 3, 3, 333, 1500, 64, 64, batch=(2,))
+    rule = {"causal": "bottom-right", "block_q": tiles[0], "block_k": tiles[1]}
+    got, want = run(q, k, v, **rule, workers=workers)
+    assert strips
+    np.testing.assert_allclose(got, want, atol=5e-6, rtol=0)
+
+
+def test_sinks_and_a_scale(rng, strips):
+    q, k, v = problem(rng, 4, 2, 50, 300, 32, NW)
+    sinks = rng.standard_normal(4).astype(np.float32)
+    rule = {"causal": "bottom-right", "scale": 0.3, "sinks": sinks}
+    got, want = run(q, k, v, **rule)
+    assert strips
+    np.testing.assert_allclose(got, want, atol=5e-6, rtol=0)
+
+
+def test_only_what_the_strips_take_goes_there(rng, strips):
+    """float64, d_v not a whole number of panels, a mask, a bias, a softcap, V's rows of stride
+    2: the tile path, with the same answer."""
+    q, k, v = problem(rng, 2, 2, 40, 200, 16, 2 * NW)
+    odd = v[..., : NW + 8]
+    strided = np.ascontiguousarray(np.repeat(v, 2, axis=-1))[..., ::2]
+    mask = rng.random((40, 200)) < 0.8
+    bias = rng.standard_normal((40, 200)).astype(np.float32)
+    for args, rule in [
+        ((q.astype(np.float64), k.astype(np.float64), v.astype(np.float64)), {}),
+        ((q, k, odd), {}),
+        ((q, k, v), {"mask": mask}),
+        ((q, k, v), {"bias": bias}),
+        ((q, k, v), {"softcap": 5.0}),
+        ((q, k, strided), {}),
+    ]:
+        got, want = run(*args, **rule)
+        np.testing.assert_allclose(got, want, atol=5e-6, rtol=0)
+    assert not strips
+
+
+def test_what_is_not_finite(rng, strips):
+    """qkv.attention's answer where an input is not finite, with the strip kernel in the fused
+    backend: a NaN value that every row sees (the strips run), one the causal mask hides from
+    some rows (V is checked first: the tile path), a NaN query, an infinite key."""
+    q, k, v = problem(rng, 1, 1, 30, 30, 16, NW)
+    nan_v, nan_q, inf_k = v.copy(), q.copy(), k.copy()
+    nan_v[0, 7, 3], nan_q[0, 4, 0], inf_k[0, 9, 2] = np.nan, np.nan, np.inf
+    for args, causal, by_strips in [
+        ((q, k, nan_v), False, True),
+        ((q, k, nan_v), True, False),
+        ((nan_q, k, v), False, True),
+        ((q, inf_k, v), True, True),
+    ]:
+        strips.clear()
+        got = qkv.attention(*args, causal=causal, backend="fused")
+        want = reference(*args, causal=causal)
+        np.testing.assert_allclose(got, want, atol=5e-6, rtol=0)  # NaN where it is NaN
+        assert bool(strips) == by_strips
+
+
+def test_k_packed_in_panels(rng):
+    """Panel P holds keys P·NW … as d rows of NW (a key's features down a column), zero past
+    the last key."""
+    k = rng.standard_normal((2 * NW + 3, 5)).astype(np.float32)
+    kp = np.full(strips_jit.packed_size(*k.shape), np.nan, np.float32)
+    strips_jit.pack(k, kp)
+    padded = np.zeros((3 * NW, 5), np.float32)
+    padded[: len(k)] = k
+    want = padded.reshape(3, NW, 5).transpose(0, 2, 1).ravel()
+    np.testing.assert_array_equal(kp, want)
