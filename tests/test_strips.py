@@ -74,6 +74,18 @@ def test_row_blocks_and_threads(rng, strips, tiles, workers):
     np.testing.assert_allclose(got, want, atol=5e-6, rtol=0)
 
 
+@pytest.mark.parametrize("causal", [None, "bottom-right"])
+def test_a_later_key_far_above_the_running_max(rng, strips, causal):
+    """Keys in later blocks whose scores rise more than LEAD (log₂ units) above what a row saw
+    before: those blocks go through the pass again, and the answer is the reference's."""
+    q, k, v = problem(rng, 2, 2, 200, 2000, 64, NW)
+    k[:, [900, 1500, 1999]] *= 60.0  # |s| up to a few hundred
+    got, want = run(q, k, v, causal=causal)
+    assert strips
+    # scores of a few hundred: each one's float32 rounding (≈ eps·|s|) moves its weight
+    np.testing.assert_allclose(got, want, atol=5e-5, rtol=0)
+
+
 def test_sinks_and_a_scale(rng, strips):
     q, k, v = problem(rng, 4, 2, 50, 300, 32, NW)
     sinks = rng.standard_normal(4).astype(np.float32)
