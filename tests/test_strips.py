@@ -3,6 +3,11 @@ reference: where the fused kernel sends its tiles there (shapes, partial panels 
 causal alignments, grouped K/V heads, sinks, wide scores, threads), where it does not (and the
 answer is still right), what is not finite, and K's packed layout."""
 
+import os
+import subprocess
+import sys
+import textwrap
+
 import numpy as np
 import pytest
 
@@ -146,3 +151,46 @@ def test_k_packed_in_panels(rng):
     padded[: len(k)] = k
     want = padded.reshape(3, NW, 5).transpose(0, 2, 1).ravel()
     np.testing.assert_array_equal(kp, want)
+
+
+@pytest.mark.slow
+def test_sixteen_lanes_where_the_processor_has_512_bit_vectors(tmp_path):
+    """The code for 512-bit vectors (W = 16, panels of 32 keys), compiled in a child process
+    told its processor has them (LLVM splits the vectors where it does not) and given a numba
+    cache of its own: the same answers as the float64 reference."""
+    script = textwrap.dedent(
+        """
+        import dataclasses
+        import numpy as np
+        from qkv.kernels import processor
+        here = processor.current()
+        processor.current = lambda: dataclasses.replace(here, vector_bits=512)
+        import qkv
+        from qkv.kernels import compiled, fused, strips_jit
+        assert strips_jit.W == 16 and strips_jit.NW == 32
+        rng = np.random.default_rng(0)
+        for H, G, L, S, d_k, d_v, causal, width in [
+            (2, 2, 100, 700, 64, 64, None, 1.0),
+            (3, 1, 37, 531, 40, 32, "bottom-right", 4.0),
+            (1, 1, 9, 5, 7, 32, "top-left", 1.0),
+        ]:
+            q = (width * rng.standard_normal((H, L, d_k))).astype(np.float32)
+            k = (width * rng.standard_normal((G, S, d_k))).astype(np.float32)
+            v = rng.standard_normal((G, S, d_v)).astype(np.float32)
+            rule = {"causal": causal, "scale": d_k**-0.5}
+            seen = []
+            run = compiled.kernels()["strips"]
+            compiled.COMPILED["strips"] = lambda *a: seen.append(1) or run(*a)
+            got = fused.fused_attention(q, k, v, **rule)
+            compiled.COMPILED["strips"] = run
+            wide = [a.astype(np.float64) for a in (q, k, v)]
+            want = qkv.attention(*wide, **rule, backend="reference")
+            assert seen, "the strip kernel did not run"
+            np.testing.assert_allclose(got, want, atol=5e-6 * width**2, rtol=0)
+        """
+    )
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=900
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
