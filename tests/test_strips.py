@@ -91,6 +91,36 @@ def test_a_later_key_far_above_the_running_max(rng, strips, causal):
     np.testing.assert_allclose(got, want, atol=5e-5, rtol=0)
 
 
+def test_broadcast_batches_whose_k_is_copied_per_tile(rng, strips):
+    """q and K/V broadcast against each other along different batch axes: a tile's K is a
+    copy made for the tile (``layout.Units.take``)."""
+    q = rng.standard_normal((2, 1, 4, 70, 16)).astype(np.float32)  # (batch, 1, H, L, d)
+    k = rng.standard_normal((3, 2, 90, 16)).astype(np.float32)  # (batch', G, S, d)
+    v = rng.standard_normal((3, 2, 90, NW)).astype(np.float32)
+    for workers in (1, 2):
+        got, want = run(q, k, v, causal="bottom-right", temperature=0.7, workers=workers)
+        np.testing.assert_allclose(got, want, atol=5e-6, rtol=0)
+    assert strips
+
+
+def test_a_packed_k_is_not_taken_for_another_at_the_same_address(rng):
+    """K packed once per call, known by its data's address: a copy freed after its tile must
+    not leave its address to the next copy (same size, made right after) while its packing is
+    kept."""
+    plan = fused._FusedPlan(
+        2, 8, 40, 1, None, 8, 16, 1, 1.0, np.float32, 4, NW, finite_v=True, own=True
+    )
+    first, second = (rng.standard_normal((1, 40, 4)).astype(np.float32) for _ in range(2))
+    copy = np.stack([first[0]])  # as Units.take makes it
+    plan._packed(copy[0])
+    del copy
+    again = np.stack([second[0]])  # the allocator may hand out the same address
+    got = plan._packed(again[0])
+    want = np.empty_like(got)
+    strips_jit.pack(second[0], want)
+    np.testing.assert_array_equal(got, want)
+
+
 def test_sinks_and_a_scale(rng, strips):
     q, k, v = problem(rng, 4, 2, 50, 300, 32, NW)
     sinks = rng.standard_normal(4).astype(np.float32)

@@ -67,6 +67,9 @@ DECODE_ROWS = 8  # up to this many query rows per K/V head: the decode loop, no 
 DECODE_BLOCK = 256  # keys per block in the decode loop (scores of a block stay in L1)
 PARALLEL_MIN = 1 << 21  # decode: below this many key·feature reads, one thread
 DECODE_BLAS_KEYS = 512  # decode against at least this many keys: BLAS instead of the loop
+# query rows per tile of the strip kernel (2-core AMD EPYC, 12 heads × 4,096 keys, one core,
+# median: 1,024 rows 80.7 GFLOP/s, 512 78.3, 256 78.2, 128 75.8; benchmarks/strip_rows.py)
+STRIP_ROWS = 1024
 DIAGONAL_PIECES = 2  # row pieces of a causal diagonal block (measured: 1 to 4 within 1%)
 
 
@@ -80,7 +83,9 @@ def available() -> bool:
     return True
 
 
-def fused_attention(q, k, v, *, workers=None, block_q=None, block_k=None, vouch=False, **rule):
+def fused_attention(
+    q, k, v, *, workers=None, block_q=None, block_k=None, vouch=False, strips=True, **rule
+):
     """z = softmax_sink(mask(cap(q·kᵀ·scale/τ) + bias))·v with a compiled pass per tile, for
     validated NumPy inputs: q (..., [H,] L, d_k), k (..., [G,] S, d_k), v (..., [G,] S, d_v),
     G dividing H; mask boolean broadcastable to (..., H, L, S) or None; causal None,
@@ -89,7 +94,9 @@ def fused_attention(q, k, v, *, workers=None, block_q=None, block_k=None, vouch=
     q's dtype (float16 computed in float32). The settings (``rule``) are keywords as
     ``checks.Problem`` names and defaults them. vouch: None instead of an answer that is not
     finite (a NaN or ±inf input, a row without weight), for the reference to decide; a
-    decoding step learns it from its compiled pass, without another look at the output."""
+    decoding step learns it from its compiled pass, without another look at the output.
+    strips=False: BLAS's matrix products on every tile, also where the strip kernel applies
+    (the tuner measures the tiles on those)."""
     _, _, _, mask, causal, scale, temperature, softcap, bias, sinks = Problem(q, k, v, **rule)
     dtype, work = q.dtype, (np.float64 if q.dtype == np.float64 else np.float32)
     if not q.dtype == k.dtype == v.dtype == work:  # float16: float32
@@ -101,11 +108,17 @@ def fused_attention(q, k, v, *, workers=None, block_q=None, block_k=None, vouch=
     G, r = blocked.head_groups(q4.shape[-3], k4.shape[-3], v4.shape[-3])
     extras = softcap is not None or bias is not None or sinks is not None
     if r * L > DECODE_ROWS or extras:
-        if block_q is None or block_k is None:  # measured on this processor (kernels/tuning.py)
-            chosen = tuning.tiles("fused", fused_attention, q.size // max(1, d_k) * S)
-            block_q, block_k = block_q or chosen.block_q, block_k or chosen.block_k
         # masked keys (a mask, or the causal diagonal) may hold anything: check v once
         finite = (mask is None and causal is None) or bool(np.isfinite(v).all())
+        own = strips and _by_strips(work, mask, bias, softcap, finite, v4)
+        if block_q is None or block_k is None:
+            if own:  # the strip kernel's rows per tile (its blocks of keys are its own)
+                units = math.prod(np.broadcast_shapes(q4.shape[:-3], k4.shape[:-3])) * G
+                chosen = tuning.forced_or(_strip_tiles(units, r * L, workers))
+            else:  # measured on this processor (kernels/tuning.py), on BLAS's products
+                on_blas = functools.partial(fused_attention, strips=False)
+                chosen = tuning.tiles("fused", on_blas, q.size // max(1, d_k) * S)
+            block_q, block_k = block_q or chosen.block_q, block_k or chosen.block_k
         out = blocked.blocked_attention(
             q,
             k,
@@ -114,7 +127,7 @@ def fused_attention(q, k, v, *, workers=None, block_q=None, block_k=None, vouch=
             workers=workers,
             block_q=block_q,
             block_k=block_k,
-            plan=functools.partial(_FusedPlan, finite_v=finite),
+            plan=functools.partial(_FusedPlan, finite_v=finite, own=own),
         )
         if out is None or vouch and not np.isfinite(out).all():
             return None
@@ -183,12 +196,13 @@ def fused_attention(q, k, v, *, workers=None, block_q=None, block_k=None, vouch=
 class _FusedPlan(blocked._Plan):
     """The blocked kernel's plan with the per-tile work done by one compiled pass."""
 
-    def __init__(self, *args, finite_v: bool, **kwargs):
+    def __init__(self, *args, finite_v: bool, own: bool, **kwargs):
         super().__init__(*args, **kwargs)
         self.factor *= LOG2E  # scores in log₂ units
         self.log_base = LOG2E  # sink logits too
         self.finite_v = finite_v  # False: some value is NaN/inf, and may sit in a masked key
-        self.packs: dict[tuple, np.ndarray] = {}  # K packed for the strips, per K/V head
+        self.own = own  # the strip kernel's products instead of BLAS's (``_by_strips``)
+        self.packs: dict[tuple, tuple] = {}  # K packed for the strips, per K/V head
         self.lock = threading.Lock()
 
     def tile(self, q_u, k_u, v_u, m_u, b_u, sink_u, kn_u, out_u, rows):
@@ -209,7 +223,7 @@ class _FusedPlan(blocked._Plan):
         # one head's consecutive rows, no mask or bias: a diagonal block is cut into row
         # pieces that stop at their own last key (less of the hidden triangle computed)
         whole = m_u is not None or b_u is not None or u > 1 or h1 - h0 > 1
-        if self._by_strips(m_u, b_u, v_u):  # products of its own: kernels/strips_jit.py
+        if self.own:  # products of its own: kernels/strips_jit.py
             causal, rest = self.offset is not None, (compiled.NO_MASK, no_bias)
             for a in range(u):  # (u, n, d_k), (u, S, d_k), …: unit a's
                 args = (qs[a], self._packed(k_u[a]), v_u[a], m[a], ell[a], acc[a], pos, self.S)
@@ -263,29 +277,19 @@ class _FusedPlan(blocked._Plan):
         ):
             raise blocked._NoWeight  # a +inf score or a row without weight: the reference decides
 
-    def _by_strips(self, m_u, b_u, v_u):
-        """Whether the strip kernel runs the tile: float32, no mask, bias or softcap, no
-        non-finite value a row may not see, V's rows of unit stride and d_v a whole number of
-        its panels."""
-        if not (self.dtype == np.float32 and m_u is None and b_u is None):
-            return False
-        from qkv.kernels import strips_jit
-
-        unit = v_u.strides[-1] == v_u.itemsize and self.d_v % strips_jit.NW == 0
-        return unit and self.softcap is None and self.finite_v
-
     def _packed(self, k):
-        """One K/V head's K (S, d_k) packed for the strip kernel, once per call."""
+        """One K/V head's K (S, d_k) packed for the strip kernel, once per call. Known by its
+        data's address, and kept with it: K of a broadcast input is a copy per tile
+        (``layout.Units.take``), whose address another copy could take once it is freed."""
         from qkv.kernels import strips_jit
 
         key = (k.__array_interface__["data"][0], k.strides)
         with self.lock:
-            kp = self.packs.get(key)
-            if kp is None:
+            if key not in self.packs:
                 kp = np.empty(strips_jit.packed_size(self.S, self.d_k), np.float32)
                 strips_jit.pack(k, kp)
-                self.packs[key] = kp
-        return kp
+                self.packs[key] = (k, kp)
+            return self.packs[key][1]
 
     def _pieces(self, n, i0, j0, j1, cut):
         """(r0, r1, j_end): the tile's rows r0..r1-1 take keys j0..j_end-1 of the block j0..j1-1;
@@ -306,6 +310,30 @@ class _FusedPlan(blocked._Plan):
 def _expanded(a, shape):
     """a broadcast to shape (a itself when it has that shape already)."""
     return a if a.shape == shape else np.broadcast_to(a, shape)
+
+
+def _by_strips(work, mask, bias, softcap, finite, v) -> bool:
+    """Whether the tiles run on the strip kernel (``kernels/strips_jit.py``): float32, no mask,
+    bias or softcap, no non-finite value a row may not see, V's rows of unit stride and d_v a
+    whole number of the kernel's panels."""
+    if work is not np.float32 or mask is not None or bias is not None or softcap is not None:
+        return False
+    from qkv.kernels import strips_jit
+
+    return finite and v.strides[-1] == v.itemsize and v.shape[-1] % strips_jit.NW == 0
+
+
+def _strip_tiles(units: int, rows: int, workers) -> tuning.Tiles:
+    """The strip kernel's tiles: STRIP_ROWS query rows, halved (down to 128) while the workers
+    would get fewer than 4 tiles each (a causal problem's tiles differ in cost: the last one
+    taken must be short); the keys, ``strips_jit.STRIP_KEYS`` (unused: its blocks)."""
+    from qkv.kernels import strips_jit
+
+    share = 4 * (workers or default_workers())
+    block_q = STRIP_ROWS
+    while block_q > 128 and units * -(-rows // block_q) < share:
+        block_q //= 2
+    return tuning.Tiles(block_q, strips_jit.STRIP_KEYS)
 
 
 def _add_nonfinite(pv, p, vb):

@@ -37,7 +37,7 @@ from qkv.kernels import processor
 FORMAT = 1  # the file's layout; a file of another format is measured again
 # the kernels' inner loops: raised when they change, so tiles chosen for the old ones are
 # measured again rather than kept
-KERNELS = 4
+KERNELS = 5
 
 
 @dataclass(frozen=True, order=True)
@@ -133,6 +133,11 @@ def forced(chosen: Tiles | None):
         yield chosen
     finally:
         _FORCED.reset(token)
+
+
+def forced_or(default: Tiles) -> Tiles:
+    """The tiles ``forced`` imposes here, else ``default``."""
+    return _FORCED.get() or default
 
 
 def cache_path() -> Path:

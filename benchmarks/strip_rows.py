@@ -1,0 +1,50 @@
+"""Query rows per tile for the strip kernel (``kernels/strips_jit.py``): 12 heads × T keys and
+queries, d = 64, float32, full attention through ``qkv.attention`` with each tile size forced
+(``tuning.forced``), the sizes taking turns, best and median of --runs.
+
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE PYTHONPATH=src \\
+        taskset -c 0 .venv/bin/python benchmarks/strip_rows.py [--T 4096] [--causal]
+
+Not a test: nothing asserts a time. ``fused.STRIP_ROWS`` holds the choice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import qkv
+from qkv.kernels import tuning
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--T", type=int, default=4096)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--causal", action="store_true")
+    args = parser.parse_args()
+    H, T, d = 12, args.T, 64
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((H, T, d)).astype(np.float32) for _ in range(3))
+    rows = (128, 256, 512, 1024)
+    times: dict[int, list[float]] = {n: [] for n in rows}
+    for n in rows:  # warm-up
+        with tuning.forced(tuning.Tiles(n, 512)):
+            qkv.attention(q, k, v, causal=args.causal)
+    for _ in range(args.runs):
+        for n in rows:
+            with tuning.forced(tuning.Tiles(n, 512)):
+                t0 = time.perf_counter()
+                qkv.attention(q, k, v, causal=args.causal)
+                times[n].append(time.perf_counter() - t0)
+    flops = 4 * H * T * T * d / (2 if args.causal else 1)
+    print(f"{H} heads, T = {T}, d = {d}, float32, {'causal' if args.causal else 'full'}")
+    for n, t in times.items():
+        best, median = flops / min(t) / 1e9, flops / float(np.median(t)) / 1e9
+        print(f"{n:5d} rows a tile  best {best:6.1f}  median {median:6.1f} GFLOP/s")
+
+
+if __name__ == "__main__":
+    main()
