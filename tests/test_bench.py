@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from qkv.bench import pinned
 from qkv.bench.peers import PEERS, TORCH_PEERS, Config, float64_reference, inputs
 from qkv.cli.bench import bench
-from qkv.kernels import processor, tuning
+from qkv.kernels import fused, processor, tuning
 from qkv.kernels.threads import default_workers, single_threaded_blas
 
 
@@ -291,6 +291,9 @@ def test_tune_with_tuning_off_shows_the_built_in_tiles():
     assert result.exit_code == 0, result.output
     assert "tuning off (QKV_TUNE=off)" in result.output
     assert f"= {tuning.DEFAULT} (default (QKV_TUNE=off))" in result.output.replace("\n", " ")
+    if fused.available():  # the strip kernel's tiles are its own
+        text = " ".join(result.output.split())
+        assert f"up to {fused.STRIP_ROWS} query rows" in text
 
 
 def test_tune_measures_once_then_reads_the_cache(tmp_path, monkeypatch):

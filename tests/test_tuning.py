@@ -26,7 +26,7 @@ def tuner(tmp_path, monkeypatch):
 
 def _kernel():
     return (
-        ("fused", fused.fused_attention)
+        ("fused", fused.on_blas_tiles)
         if fused.available()
         else ("blocked", blocked.blocked_attention)
     )

@@ -14,8 +14,12 @@ def report(*, retune: bool = False) -> dict:
     if retune:
         tuning.reset()
     kernels: list[tuple[str, Callable]] = [("blocked", blocked.blocked_attention)]
+    strips = None
     if fused.available():
-        kernels.insert(0, ("fused", fused.fused_attention))
+        from qkv.kernels import strips_jit
+
+        kernels.insert(0, ("fused", fused.on_blas_tiles))
+        strips = {"block_q": fused.STRIP_ROWS, "block_k": strips_jit.STRIP_KEYS}
     chosen = []
     for name, run in kernels:
         c = tuning.choice(name, run)
@@ -40,6 +44,7 @@ def report(*, retune: bool = False) -> dict:
         "problem": tuning.problem_text(),
         "default": str(tuning.DEFAULT),
         "kernels": chosen,
+        "strips": strips,  # the strip kernel's own tiles (not tuned); None without numba
     }
 
 
@@ -79,6 +84,13 @@ def render(report_: dict, console) -> None:
                 f"{100 * (row['cpu_s'] / best - 1):+.1f}%",
             )
         console.print(table)
+    if report_.get("strips"):
+        t = report_["strips"]
+        console.print(
+            f"[bold]fused, float32 without a mask, bias or softcap[/]: the strip kernel's own "
+            f"tiles, up to {t['block_q']} query rows and blocks of {t['block_k']} keys (not tuned: "
+            "fewer rows where the workers would get under 4 tiles each)"
+        )
     console.print(
         "[dim]candidates dropped after the first round show that round's time; "
         "qkv bench --retune measures again[/]"

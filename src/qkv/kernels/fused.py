@@ -116,8 +116,7 @@ def fused_attention(
                 units = math.prod(np.broadcast_shapes(q4.shape[:-3], k4.shape[:-3])) * G
                 chosen = tuning.forced_or(_strip_tiles(units, r * L, workers))
             else:  # measured on this processor (kernels/tuning.py), on BLAS's products
-                on_blas = functools.partial(fused_attention, strips=False)
-                chosen = tuning.tiles("fused", on_blas, q.size // max(1, d_k) * S)
+                chosen = tuning.tiles("fused", on_blas_tiles, q.size // max(1, d_k) * S)
             block_q, block_k = block_q or chosen.block_q, block_k or chosen.block_k
         out = blocked.blocked_attention(
             q,
@@ -191,6 +190,10 @@ def fused_attention(
     # (U, r·L, d_v) -> (..., H, L, d_v), without the padding axes the inputs did not have
     out = out.reshape((*batch, G * r, L, d_v)[nd - max(q.ndim, k.ndim, v.ndim) :])
     return out if out.dtype == dtype else out.astype(dtype)
+
+
+# the fused kernel on BLAS's products everywhere: what the tuner measures its tiles on
+on_blas_tiles = functools.partial(fused_attention, strips=False)
 
 
 class _FusedPlan(blocked._Plan):
