@@ -5,7 +5,7 @@ queries, d = 64, float32, full attention through ``qkv.attention`` with each til
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE PYTHONPATH=src \\
         taskset -c 0 .venv/bin/python benchmarks/strip_rows.py [--T 4096] [--causal]
 
-Not a test: nothing asserts a time. ``fused.STRIP_ROWS`` holds the choice.
+Not a test: nothing asserts a time. ``strips_jit.STRIP_ROWS`` holds the choice.
 """
 
 from __future__ import annotations

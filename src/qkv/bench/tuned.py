@@ -19,7 +19,7 @@ def report(*, retune: bool = False) -> dict:
         from qkv.kernels import strips_jit
 
         kernels.insert(0, ("fused", fused.on_blas_tiles))
-        strips = {"block_q": fused.STRIP_ROWS, "block_k": strips_jit.STRIP_KEYS}
+        strips = {"block_q": strips_jit.STRIP_ROWS, "block_k": strips_jit.STRIP_KEYS}
     chosen = []
     for name, run in kernels:
         c = tuning.choice(name, run)

@@ -67,9 +67,6 @@ DECODE_ROWS = 8  # up to this many query rows per K/V head: the decode loop, no 
 DECODE_BLOCK = 256  # keys per block in the decode loop (scores of a block stay in L1)
 PARALLEL_MIN = 1 << 21  # decode: below this many key·feature reads, one thread
 DECODE_BLAS_KEYS = 512  # decode against at least this many keys: BLAS instead of the loop
-# query rows per tile of the strip kernel (2-core AMD EPYC, 12 heads × 4,096 keys, one core,
-# median: 1,024 rows 80.7 GFLOP/s, 512 78.3, 256 78.2, 128 75.8; benchmarks/strip_rows.py)
-STRIP_ROWS = 1024
 DIAGONAL_PIECES = 2  # row pieces of a causal diagonal block (measured: 1 to 4 within 1%)
 
 
@@ -113,7 +110,8 @@ def fused_attention(
         own = strips and _by_strips(work, mask, bias, softcap, finite, v4)
         if block_q is None or block_k is None:
             if own:  # the strip kernel's rows per tile (its blocks of keys are its own)
-                units = math.prod(np.broadcast_shapes(q4.shape[:-3], k4.shape[:-3])) * G
+                batch = np.broadcast_shapes(q4.shape[:-3], k4.shape[:-3], v4.shape[:-3])
+                units = math.prod(batch) * G
                 chosen = tuning.forced_or(_strip_tiles(units, r * L, workers))
             else:  # measured on this processor (kernels/tuning.py), on BLAS's products
                 chosen = tuning.tiles("fused", on_blas_tiles, q.size // max(1, d_k) * S)
@@ -197,7 +195,8 @@ on_blas_tiles = functools.partial(fused_attention, strips=False)
 
 
 class _FusedPlan(blocked._Plan):
-    """The blocked kernel's plan with the per-tile work done by one compiled pass."""
+    """The blocked kernel's plan with the per-tile work done by one compiled pass between
+    BLAS's products, or (``own``) by the strip kernel."""
 
     def __init__(self, *args, finite_v: bool, own: bool, **kwargs):
         super().__init__(*args, **kwargs)
@@ -327,13 +326,14 @@ def _by_strips(work, mask, bias, softcap, finite, v) -> bool:
 
 
 def _strip_tiles(units: int, rows: int, workers) -> tuning.Tiles:
-    """The strip kernel's tiles: STRIP_ROWS query rows, halved (down to 128) while the workers
-    would get fewer than 4 tiles each (a causal problem's tiles differ in cost: the last one
-    taken must be short); the keys, ``strips_jit.STRIP_KEYS`` (unused: its blocks)."""
+    """The strip kernel's tiles: ``strips_jit.STRIP_ROWS`` query rows, halved (down to 128)
+    while the workers would get fewer than 4 tiles each (a causal problem's tiles differ in
+    cost: the last one taken must be short); the keys, ``strips_jit.STRIP_KEYS`` (unused: its
+    blocks)."""
     from qkv.kernels import strips_jit
 
     share = 4 * (workers or default_workers())
-    block_q = STRIP_ROWS
+    block_q = strips_jit.STRIP_ROWS
     while block_q > 128 and units * -(-rows // block_q) < share:
         block_q //= 2
     return tuning.Tiles(block_q, strips_jit.STRIP_KEYS)
