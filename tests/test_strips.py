@@ -185,7 +185,7 @@ def test_k_packed_in_panels(rng):
 
 @pytest.mark.slow
 def test_sixteen_lanes_where_the_processor_has_512_bit_vectors(tmp_path):
-    """The code for 512-bit vectors (W = 16, panels of 32 keys), compiled in a child process
+    """The code for 512-bit vectors (W = 16, panels of 64 keys), compiled in a child process
     told its processor has them (LLVM splits the vectors where it does not) and given a numba
     cache of its own: the same answers as the float64 reference."""
     script = textwrap.dedent(
@@ -197,12 +197,12 @@ def test_sixteen_lanes_where_the_processor_has_512_bit_vectors(tmp_path):
         processor.current = lambda: dataclasses.replace(here, vector_bits=512)
         import qkv
         from qkv.kernels import compiled, fused, strips_jit
-        assert strips_jit.W == 16 and strips_jit.NW == 32
+        assert strips_jit.W == 16 and strips_jit.NW == 64
         rng = np.random.default_rng(0)
         for H, G, L, S, d_k, d_v, causal, width in [
             (2, 2, 100, 700, 64, 64, None, 1.0),
-            (3, 1, 37, 531, 40, 32, "bottom-right", 4.0),
-            (1, 1, 9, 5, 7, 32, "top-left", 1.0),
+            (3, 1, 37, 531, 40, 128, "bottom-right", 4.0),
+            (1, 1, 9, 5, 7, 64, "top-left", 1.0),
         ]:
             q = (width * rng.standard_normal((H, L, d_k))).astype(np.float32)
             k = (width * rng.standard_normal((G, S, d_k))).astype(np.float32)

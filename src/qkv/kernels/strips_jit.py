@@ -38,7 +38,10 @@ from qkv.kernels import processor
 from qkv.kernels.fused_jit import C1, C2, C3, C4, C5, OPTS, UNDER, _intrinsic, full_width, tile
 
 W = 16 if processor.current().vector_bits >= 512 else 8  # float32 lanes per vector
-MR, NR = 6, 2  # a strip's rows; vectors per row of the register tile
+# a strip's rows, and vectors per row of its register tile: MR·NR accumulators, NR loads and a
+# broadcast in 16 vector registers (AVX2) or 32 (AVX-512). benchmarks/strip_shapes.py, one core:
+# 6×4 the fastest of 7 shapes on a Xeon with AVX-512, 6×2 of 5 on an AMD EPYC with AVX2
+MR, NR = (6, 4) if W == 16 else (6, 2)
 NW = NR * W  # keys per panel (columns of the register tile)
 STRIP_KEYS = 512  # keys per block of a strip: MR × 512 float32 scores (12 KiB) stay in L1
 # query rows per tile (2-core AMD EPYC, 12 heads × 4,096 keys, one core, median: 1,024 rows
