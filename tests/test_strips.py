@@ -47,9 +47,11 @@ def problem(rng, H, G, L, S, d, d_v, width=1.0, batch=()):
     return (a.astype(np.float32) for a in (q, k, v))
 
 
-NW = strips_jit.NW
+NW, W = strips_jit.NW, strips_jit.W
 SHAPES = [  # (H, G, L, S, d_k, d_v): rows and keys that fill no whole strip, panel or block
     (1, 1, 37, 531, 40, NW),
+    (2, 1, 50, 600, 32, NW + W),  # values past the whole panels: one vector at a time
+    (1, 1, 20, 90, 16, W),  # fewer values than a panel
     (2, 2, 300, 1100, 64, 2 * NW),
     (6, 2, 100, 700, 24, 4 * NW),  # grouped K/V heads: 3 query heads' rows per strip run
     (1, 1, 9, 5, 7, NW),  # fewer keys than a panel
@@ -131,10 +133,10 @@ def test_sinks_and_a_scale(rng, strips):
 
 
 def test_only_what_the_strips_take_goes_there(rng, strips):
-    """float64, d_v not a whole number of panels, a mask, a bias, a softcap, V's rows of stride
-    2: the tile path, with the same answer."""
+    """float64, d_v not a whole number of vectors, a mask, a bias, a softcap, V's rows of
+    stride 2: the tile path, with the same answer."""
     q, k, v = problem(rng, 2, 2, 40, 200, 16, 2 * NW)
-    odd = v[..., : NW + 8]
+    odd = v[..., : NW + 4]
     strided = np.ascontiguousarray(np.repeat(v, 2, axis=-1))[..., ::2]
     mask = rng.random((40, 200)) < 0.8
     bias = rng.standard_normal((40, 200)).astype(np.float32)
@@ -203,6 +205,8 @@ def test_sixteen_lanes_where_the_processor_has_512_bit_vectors(tmp_path):
             (2, 2, 100, 700, 64, 64, None, 1.0),
             (3, 1, 37, 531, 40, 128, "bottom-right", 4.0),
             (1, 1, 9, 5, 7, 64, "top-left", 1.0),
+            (2, 1, 60, 300, 32, 96, None, 1.0),  # a panel and two vectors of values
+            (1, 1, 40, 200, 16, 16, "bottom-right", 1.0),  # one vector
         ]:
             q = (width * rng.standard_normal((H, L, d_k))).astype(np.float32)
             k = (width * rng.standard_normal((G, S, d_k))).astype(np.float32)

@@ -317,12 +317,12 @@ def _expanded(a, shape):
 def _by_strips(work, mask, bias, softcap, finite, v) -> bool:
     """Whether the tiles run on the strip kernel (``kernels/strips_jit.py``): float32, no mask,
     bias or softcap, no non-finite value a row may not see, V's rows of unit stride and d_v a
-    whole number of the kernel's panels."""
+    whole number of the kernel's vectors (W floats)."""
     if work is not np.float32 or mask is not None or bias is not None or softcap is not None:
         return False
     from qkv.kernels import strips_jit
 
-    return finite and v.strides[-1] == v.itemsize and v.shape[-1] % strips_jit.NW == 0
+    return finite and v.strides[-1] == v.itemsize and v.shape[-1] % strips_jit.W == 0
 
 
 def _strip_tiles(units: int, rows: int, workers) -> tuning.Tiles:

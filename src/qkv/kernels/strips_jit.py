@@ -20,7 +20,7 @@ needs no rescaling, and the sums ℓ take the p as they are; a block where some 
 causal diagonal go through the fused kernel's compiled pass instead (``fused_jit.tile``:
 the max, the rescaling, the mask of the diagonal) on the scores alone. MR × STRIP_KEYS scores
 stay in L1. K is packed once per K/V head into panels of NW keys (each d × NW: the FMAs read
-a panel's rows in order); V is read where it lies, a row at a time (d_v a multiple of NW).
+a panel's rows in order); V is read where it lies, a row at a time (d_v a multiple of W).
 The products and 2^x (``_Tile.exp2``: the polynomial of ``fused_jit._exp2``) are written as
 LLVM vector code: W lanes per vector, 16 where the processor has 512-bit vectors, else 8
 (AVX2; other processors' LLVM splits or joins them). ``llvm.fmuladd`` fuses where the
@@ -62,16 +62,17 @@ def _index(builder, base, row, stride, column):
 
 
 class _Tile:
-    """The MR × NR vector registers of a strip's tile, and the code that loads, updates and
-    stores them (each an alloca that LLVM keeps in a register)."""
+    """The MR × NR vector registers of a strip's tile (MR × vectors, given), and the code that
+    loads, updates and stores them (each an alloca that LLVM keeps in a register)."""
 
-    def __init__(self, context, builder, signature, args):
+    def __init__(self, context, builder, signature, args, vectors=None):
         self.context, self.builder = context, builder
         self.signature, self.args = signature, args
+        self.nr = NR if vectors is None else vectors  # NR read when the code is generated
         fn = ir.FunctionType(_V, [_V, _V, _V])
         name = f"llvm.fmuladd.v{W}f32"
         self.fmuladd = cgutils.get_or_insert_function(builder.module, fn, name)
-        self.cells = [[None] * NR for _ in range(MR)]
+        self.cells = [[None] * self.nr for _ in range(MR)]
 
     def data(self, i):
         """The data pointer of argument i (an array)."""
@@ -96,14 +97,14 @@ class _Tile:
     def start(self, values):
         """Each cell starts at values(r, t)."""
         for r in range(MR):
-            for t in range(NR):
+            for t in range(self.nr):
                 self.cells[r][t] = cgutils.alloca_once_value(self.builder, values(r, t))
 
     def step(self, rows, columns):
         """cell[r][t] += rows[r] · columns[t]: one key (or one feature) of the products."""
         b = self.builder
         for r in range(MR):
-            for t in range(NR):
+            for t in range(self.nr):
                 cell = self.cells[r][t]
                 b.store(b.call(self.fmuladd, [rows[r], columns[t], b.load(cell)]), cell)
 
@@ -135,7 +136,7 @@ class _Tile:
             at = ir.Constant(_I64, r * W)
             total = self.vector(sums, at)
             shift = None if shifts is None else self.broadcast(shifts, ir.Constant(_I64, r))
-            for t in range(NR):
+            for t in range(self.nr):
                 x = b.load(self.cells[r][t])
                 if shift is not None:
                     x = b.fsub(x, shift)
@@ -149,7 +150,7 @@ class _Tile:
 
     def store(self, data, base, stride):
         for r in range(MR):
-            for t in range(NR):
+            for t in range(self.nr):
                 at = _index(self.builder, base, r, stride, t * W)
                 pointer = self.builder.bitcast(self.builder.gep(data, [at]), _V.as_pointer())
                 self.builder.store(self.builder.load(self.cells[r][t]), pointer, align=4)
@@ -166,7 +167,7 @@ def _products(tile_, args):
         rows = [tile_.broadcast(q, _index(builder, c, r, d, 0)) for r in range(MR)]
         keys = [
             tile_.vector(kp, _index(builder, ko, c, ir.Constant(_I64, NW), t * W))
-            for t in range(NR)
+            for t in range(tile_.nr)
         ]
         tile_.step(rows, keys)
 
@@ -214,26 +215,34 @@ def _powers_of(shifted: bool):
 _powers, _shifted_powers = _powers_of(False), _powers_of(True)
 
 
-@_intrinsic
-def _accumulate(typingctx, p, ldp, v, vo, ldv, n, a, ao, lda):
-    """a[ao + r·lda + t] += Σ_{j<n} p[r·ldp + j]·v[vo + j·ldv + t] for r < MR, t < NW: the
-    strip's probabilities times NW columns of n value rows."""
+def _accumulate_of(vectors):
+    """a[ao + r·lda + t] += Σ_{j<n} p[r·ldp + j]·v[vo + j·ldv + t] for r < MR, t < vectors·W
+    (None: NR vectors, a panel of NW): the strip's probabilities times those columns of n
+    value rows."""
 
-    def codegen(context, builder, signature, args):
-        _, ldp, _, vo, ldv, n, _, ao, lda = args
-        tile_ = _Tile(context, builder, signature, args)
-        p, v, acc = (tile_.data(i) for i in (0, 2, 6))
-        tile_.start(lambda r, t: tile_.vector(acc, _index(builder, ao, r, lda, t * W)))
-        with cgutils.for_range(builder, n) as loop:
-            j = loop.index
-            rows = [tile_.broadcast(p, _index(builder, j, r, ldp, 0)) for r in range(MR)]
-            values = [tile_.vector(v, _index(builder, vo, j, ldv, t * W)) for t in range(NR)]
-            tile_.step(rows, values)
-        tile_.store(acc, ao, lda)
-        return context.get_dummy_value()
+    @_intrinsic
+    def accumulate(typingctx, p, ldp, v, vo, ldv, n, a, ao, lda):
+        def codegen(context, builder, signature, args):
+            _, ldp, _, vo, ldv, n, _, ao, lda = args
+            tile_ = _Tile(context, builder, signature, args, vectors)
+            p, v, acc = (tile_.data(i) for i in (0, 2, 6))
+            tile_.start(lambda r, t: tile_.vector(acc, _index(builder, ao, r, lda, t * W)))
+            with cgutils.for_range(builder, n) as loop:
+                j = loop.index
+                rows = [tile_.broadcast(p, _index(builder, j, r, ldp, 0)) for r in range(MR)]
+                at = [_index(builder, vo, j, ldv, t * W) for t in range(tile_.nr)]
+                tile_.step(rows, [tile_.vector(v, x) for x in at])
+            tile_.store(acc, ao, lda)
+            return context.get_dummy_value()
 
-    i = types.int64
-    return types.none(p, i, v, i, i, i, a, i, i), codegen
+        i = types.int64
+        return types.none(p, i, v, i, i, i, a, i, i), codegen
+
+    return accumulate
+
+
+# a panel of NW columns; one vector of W (the columns of d_v past its whole panels)
+_accumulate, _accumulate_one = _accumulate_of(None), _accumulate_of(1)
 
 
 def packed_size(S: int, d: int) -> int:
@@ -279,10 +288,14 @@ def _powers_into(rows, kp, j0, w, scores, sums, shifts, fixed):
 
 @numba.njit(inline="always", **OPTS)
 def _products_pv(p, w, v, j0, ldv, acc, i0):
-    """acc[i0 … i0 + MR − 1] += p (MR × w) · v[j0 … j0 + w − 1], NW columns at a time."""
+    """acc[i0 … i0 + MR − 1] += p (MR × w) · v[j0 … j0 + w − 1], NW columns at a time, then
+    W at a time (d_v a multiple of W)."""
     d_v = acc.shape[1]
-    for c in range(0, d_v, NW):
+    whole = d_v - d_v % NW
+    for c in range(0, whole, NW):
         _accumulate(p, w, v, j0 * ldv + c, ldv, w, acc, i0 * d_v + c, d_v)
+    for c in range(whole, d_v, W):
+        _accumulate_one(p, w, v, j0 * ldv + c, ldv, w, acc, i0 * d_v + c, d_v)
 
 
 @numba.njit(inline="always", **OPTS)
@@ -318,7 +331,7 @@ def _signature():
 def strips(q, kp, v, m, ell, acc, pos, S, offset, causal, fixed, no_mask, no_bias):
     """The blocked recurrence for n query rows of one K/V head, in place: q (n, d) times
     scale/τ·log₂e, kp K packed (``pack``), v (S, d_v) with rows of unit stride and d_v a
-    multiple of NW; m, ell (n,) and acc (n, d_v) the rows' state (as the fused kernel's ``tile``
+    multiple of W; m, ell (n,) and acc (n, d_v) the rows' state (as the fused kernel's ``tile``
     takes it); pos (n,) the rows' query positions; with ``causal`` row i sees keys j ≤ pos[i] +
     offset; fixed: scores known small (m stays 0, see ``tile``). no_mask, no_bias: ``tile``'s
     placeholders. A block of STRIP_KEYS keys at a time (its K and V stay in L2), every strip of
