@@ -123,6 +123,16 @@ def test_a_packed_k_is_not_taken_for_another_at_the_same_address(rng):
     np.testing.assert_array_equal(got, want)
 
 
+def test_values_past_the_panels_from_a_wider_buffer(rng, strips):
+    """V a view of a wider buffer (rows longer than d_v), d_v a panel and a vector: the strips
+    read its rows where they lie, the last vector too."""
+    q, k, wide = problem(rng, 2, 2, 70, 600, 32, 2 * NW)
+    v = wide[..., : NW + W]
+    got, want = run(q, k, v, causal="bottom-right")
+    assert strips
+    np.testing.assert_allclose(got, want, atol=5e-6, rtol=0)
+
+
 def test_sinks_and_a_scale(rng, strips):
     q, k, v = problem(rng, 4, 2, 50, 300, 32, NW)
     sinks = rng.standard_normal(4).astype(np.float32)
@@ -206,6 +216,7 @@ def test_sixteen_lanes_where_the_processor_has_512_bit_vectors(tmp_path):
             (3, 1, 37, 531, 40, 128, "bottom-right", 4.0),
             (1, 1, 9, 5, 7, 64, "top-left", 1.0),
             (2, 1, 60, 300, 32, 96, None, 1.0),  # a panel and two vectors of values
+            (1, 1, 50, 400, 16, 112, "top-left", 4.0),  # a panel and three
             (1, 1, 40, 200, 16, 16, "bottom-right", 1.0),  # one vector
         ]:
             q = (width * rng.standard_normal((H, L, d_k))).astype(np.float32)

@@ -11,7 +11,7 @@ boolean mask built and applied); here one compiled function does it in two reads
                                              p = 0 for a masked key, p = 1 where s_j = m'
     ℓ'   = 2^(m − m')·ℓ + Σ_j p_j            a' = 2^(m − m')·a + p · v_block   (BLAS)
 
-Where a tile has no mask, bias or softcap (float32, d_v a whole number of panels), the two
+Where a tile has no mask, bias or softcap (float32, d_v a multiple of the vector width), the two
 products are qkv's own instead of BLAS's (``kernels/strips_jit.py``): a strip of a few query
 rows against a panel of keys in vector registers, the same compiled pass between them, K
 packed once per K/V head (``_packed``). On a 2-core AMD EPYC (Zen 3), one head of 4,096

@@ -11,7 +11,8 @@ of MR rows:
 
     p[:, j:j+NW] = 2^(q_strip · K_panelᵀ − m)    MR × NR vectors of NW = NR·W floats, d FMAs
                                                   each; the exponential in the registers too
-    a[:, c:c+NW] += p · V[j0:j1, c:c+NW]          MR × NR vectors again, one FMA per key
+    a[:, c:c+NW] += p · V[j0:j1, c:c+NW]          MR × NR vectors again, one FMA per key (the
+                                                  columns past d_v's whole panels: W at a time)
 
 m is each row's running max from the blocks before (0 when every score is known small, the
 fused kernel's bound). While no score of the block is more than LEAD above it, p ≤ 2^LEAD
@@ -23,8 +24,7 @@ stay in L1. K is packed once per K/V head into panels of NW keys (each d × NW: 
 a panel's rows in order); V is read where it lies, a row at a time (d_v a multiple of W).
 The products and 2^x (``_Tile.exp2``: the polynomial of ``fused_jit._exp2``) are written as
 LLVM vector code: W lanes per vector, 16 where the processor has 512-bit vectors, else 8
-(AVX2; other processors' LLVM splits or joins them). ``llvm.fmuladd`` fuses where the
-processor has FMA.
+(AVX2; other processors' LLVM splits or joins them); ``llvm.fmuladd`` fuses where it can.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ from qkv.kernels.fused_jit import C1, C2, C3, C4, C5, OPTS, UNDER, _intrinsic, f
 W = 16 if processor.current().vector_bits >= 512 else 8  # float32 lanes per vector
 # a strip's rows, and vectors per row of its register tile: MR·NR accumulators, NR loads and a
 # broadcast in 16 vector registers (AVX2) or 32 (AVX-512). benchmarks/strip_shapes.py, one core:
-# 6×4 the fastest of 7 shapes on a Xeon with AVX-512, 6×2 of 5 on an AMD EPYC with AVX2
+# 6×4 and 14×2 the fastest of 7 shapes on a Xeon with AVX-512 (tied within the runs' noise; 6×4
+# had the best run), 6×2 of 5 on an AMD EPYC with AVX2
 MR, NR = (6, 4) if W == 16 else (6, 2)
 NW = NR * W  # keys per panel (columns of the register tile)
 STRIP_KEYS = 512  # keys per block of a strip: MR × 512 float32 scores (12 KiB) stay in L1
