@@ -5,7 +5,8 @@ queries, d = 64, float32, full attention through ``qkv.attention`` with each til
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE PYTHONPATH=src \\
         taskset -c 0 .venv/bin/python benchmarks/strip_rows.py [--T 4096] [--causal]
 
-Not a test: nothing asserts a time. ``strips_jit.STRIP_ROWS`` holds the choice.
+Not a test: nothing asserts a time. The kernel measures its own choice on first use
+(``qkv bench --tune``, "strips"); ``strips_jit.STRIP_ROWS`` where nothing is measured.
 """
 
 from __future__ import annotations

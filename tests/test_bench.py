@@ -291,11 +291,12 @@ def test_tune_with_tuning_off_shows_the_built_in_tiles():
     assert result.exit_code == 0, result.output
     assert "tuning off (QKV_TUNE=off)" in result.output
     assert f"= {tuning.DEFAULT} (default (QKV_TUNE=off))" in result.output.replace("\n", " ")
-    if fused.available():  # the strip kernel's tiles are its own
+    if fused.available():  # the strip kernel's built-in rows are its own
         from qkv.kernels import strips_jit
 
         text = " ".join(result.output.split())
-        assert f"up to {strips_jit.STRIP_ROWS} query rows" in text
+        rows = f"{strips_jit.STRIP_ROWS}×{strips_jit.STRIP_KEYS}"
+        assert f"strips: block_q × block_k = {rows} (default (QKV_TUNE=off))" in text
 
 
 def test_tune_measures_once_then_reads_the_cache(tmp_path, monkeypatch):
@@ -316,6 +317,8 @@ def test_tune_measures_once_then_reads_the_cache(tmp_path, monkeypatch):
     assert [k["tiles"] for k in again["kernels"]] == [k["tiles"] for k in first["kernels"]]
     for k in first["kernels"]:
         sizes = [(row["block_q"], row["block_k"]) for row in k["table"]]
-        assert sorted(sizes) == [(16, 32), (256, 512)]
+        own = fused.strip_tuning()["candidates"] if k["kernel"] == "strips" else None
+        want = [(t.block_q, t.block_k) for t in own] if own else [(16, 32), (256, 512)]
+        assert sorted(sizes) == sorted(want)
         assert (k["tiles"]["block_q"], k["tiles"]["block_k"]) == sizes[0]  # the fastest
         assert k["table"][0]["cpu_s"] <= k["table"][1]["cpu_s"]

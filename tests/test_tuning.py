@@ -136,6 +136,36 @@ def test_kernels_use_what_the_tuner_chose_and_agree_with_float64(tuner, monkeypa
         np.testing.assert_allclose(out, want, rtol=0, atol=1e-12)
 
 
+@pytest.mark.skipif(not fused.available(), reason="the strip kernel needs numba")
+def test_the_strip_kernel_takes_the_rows_it_measured(tuner, monkeypatch):
+    """The strip kernel's query rows per tile are measured among its own choices (here two,
+    neither its built-in 1,024), kept under "strips", and used by a float32 call (4 heads of
+    300 rows: no halving for one worker)."""
+    own = {
+        "candidates": (tuning.Tiles(256, 512), tuning.Tiles(512, 512)),
+        "default": fused.strip_tuning()["default"],
+    }
+    assert own["default"] not in own["candidates"]
+    monkeypatch.setattr(fused, "strip_tuning", lambda: own)
+    c = tuning.choice("strips", fused.fused_attention, **own)
+    assert c.source == "measured now" and c.tiles in own["candidates"]
+    assert sorted(t for t, _ in c.table) == sorted(own["candidates"])
+    assert "strips" in json.loads(tuner.read_text())["kernels"]
+    monkeypatch.setattr(tuning, "MIN_SCORES", 0)
+    run, seen = blocked.blocked_attention, []
+    spy = lambda *a, **kw: seen.append(kw) or run(*a, **kw)  # noqa: E731
+    monkeypatch.setattr(blocked, "blocked_attention", spy)
+    rng = np.random.default_rng(4)
+    q, k, v = (rng.standard_normal((4, 300, 16), dtype=np.float32) for _ in range(3))
+    out = fused.fused_attention(q, k, v, causal="bottom-right", scale=0.25, workers=1)
+    assert [kw["block_q"] for kw in seen] == [c.tiles.block_q]
+    wide = [a.astype(np.float64) for a in (q, k, v)]
+    want = qkv.attention(*wide, causal=True, scale=0.25, backend="reference")
+    np.testing.assert_allclose(out, want, rtol=0, atol=5e-6)
+    monkeypatch.setenv("QKV_TUNE", "off")
+    assert tuning.choice("strips", fused.fused_attention, **own).tiles == own["default"]
+
+
 def test_small_calls_and_tuning_off_never_measure(tuner, monkeypatch):
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((2, 64, 8), dtype=np.float32) for _ in range(3))

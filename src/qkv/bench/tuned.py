@@ -7,23 +7,29 @@ from collections.abc import Callable
 
 from qkv.kernels import blocked, fused, processor, tuning
 
+WHAT = {  # what each kernel's tiles are for
+    "strips": " · float32 tiles without a mask, bias or softcap: query rows per tile (fewer"
+    " where the workers would get under 4 tiles each); its keys come in blocks of block_k",
+    "fused": " · the tiles on BLAS's products (a mask, a bias, a softcap, float64)",
+    "blocked": " · the NumPy kernel",
+}
+
 
 def report(*, retune: bool = False) -> dict:
     """What the tuner chose for each kernel here (measuring now where nothing is cached;
     ``retune``: forget the cache first)."""
     if retune:
         tuning.reset()
-    kernels: list[tuple[str, Callable]] = [("blocked", blocked.blocked_attention)]
-    strips = None
-    if fused.available():
-        from qkv.kernels import strips_jit
-
-        kernels.insert(0, ("fused", fused.on_blas_tiles))
-        strips = {"block_q": strips_jit.STRIP_ROWS, "block_k": strips_jit.STRIP_KEYS}
+    kernels: list[tuple[str, Callable, dict]] = [("blocked", blocked.blocked_attention, {})]
+    if fused.available():  # the strip kernel's rows, then the fused kernel on BLAS's tiles
+        kernels[:0] = [
+            ("strips", fused.fused_attention, fused.strip_tuning()),
+            ("fused", fused.on_blas_tiles, {}),
+        ]
     chosen = []
-    for name, run in kernels:
-        c = tuning.choice(name, run)
-        default = dict(c.table).get(tuning.DEFAULT)
+    for name, run, own in kernels:
+        c = tuning.choice(name, run, **own)
+        default = own.get("default", tuning.DEFAULT)
         chosen.append(
             {
                 "kernel": name,
@@ -31,7 +37,8 @@ def report(*, retune: bool = False) -> dict:
                 "source": c.source,
                 "spent_s": c.spent_s,
                 "note": c.note,
-                "default_cpu_s": default,
+                "default": str(default),
+                "default_cpu_s": dict(c.table).get(default),
                 "table": [
                     {"block_q": t.block_q, "block_k": t.block_k, "cpu_s": s} for t, s in c.table
                 ],
@@ -42,9 +49,7 @@ def report(*, retune: bool = False) -> dict:
         "cache": str(tuning.cache_path()),
         "tuning": "on" if tuning.enabled() else "off (QKV_TUNE=off)",
         "problem": tuning.problem_text(),
-        "default": str(tuning.DEFAULT),
         "kernels": chosen,
-        "strips": strips,  # the strip kernel's own tiles (not tuned); None without numba
     }
 
 
@@ -59,19 +64,18 @@ def render(report_: dict, console) -> None:
         spent = f" in {k['spent_s']:.1f} s" if k["source"] != "cache" and k["table"] else ""
         console.print(
             f"[bold]{k['kernel']}[/]: block_q × block_k = {t['block_q']}×{t['block_k']} "
-            f"({k['source']}{spent})"
+            f"({k['source']}{spent}){WHAT.get(k['kernel'], '')}"
         )
         if k["note"]:
             console.print(f"  [yellow]{escape(k['note'])}[/]")
         if not k["table"]:
-            console.print(f"  the built-in tiles {report_['default']} (nothing measured)")
+            console.print(f"  the built-in tiles {k['default']} (nothing measured)")
             continue
         best = k["table"][0]["cpu_s"]
         why = f"  why: the least CPU time on {report_['problem']}"
         if k["default_cpu_s"] is not None:
             why += (
-                f"; the built-in {report_['default']} took "
-                f"{100 * (k['default_cpu_s'] / best - 1):+.0f}%"
+                f"; the built-in {k['default']} took {100 * (k['default_cpu_s'] / best - 1):+.0f}%"
             )
         console.print(why)
         table = Table(box=None, padding=(0, 2))
@@ -84,13 +88,6 @@ def render(report_: dict, console) -> None:
                 f"{100 * (row['cpu_s'] / best - 1):+.1f}%",
             )
         console.print(table)
-    if report_.get("strips"):
-        t = report_["strips"]
-        console.print(
-            f"[bold]fused, float32 without a mask, bias or softcap[/]: the strip kernel's own "
-            f"tiles, up to {t['block_q']} query rows and blocks of {t['block_k']} keys (not tuned: "
-            "fewer rows where the workers would get under 4 tiles each)"
-        )
     console.print(
         "[dim]candidates dropped after the first round show that round's time; "
         "qkv bench --retune measures again[/]"

@@ -112,7 +112,8 @@ def fused_attention(
             if own:  # the strip kernel's rows per tile (its blocks of keys are its own)
                 batch = np.broadcast_shapes(q4.shape[:-3], k4.shape[:-3], v4.shape[:-3])
                 units = math.prod(batch) * G
-                chosen = tuning.forced_or(_strip_tiles(units, r * L, workers))
+                scores = q.size // max(1, d_k) * S
+                chosen = tuning.forced_or(_strip_tiles(units, r * L, workers, scores))
             else:  # measured on this processor (kernels/tuning.py), on BLAS's products
                 chosen = tuning.tiles("fused", on_blas_tiles, q.size // max(1, d_k) * S)
             block_q, block_k = block_q or chosen.block_q, block_k or chosen.block_k
@@ -325,15 +326,26 @@ def _by_strips(work, mask, bias, softcap, finite, v) -> bool:
     return finite and v.strides[-1] == v.itemsize and v.shape[-1] % strips_jit.W == 0
 
 
-def _strip_tiles(units: int, rows: int, workers) -> tuning.Tiles:
-    """The strip kernel's tiles: ``strips_jit.STRIP_ROWS`` query rows, halved (down to 128)
-    while the workers would get fewer than 4 tiles each (a causal problem's tiles differ in
-    cost: the last one taken must be short); the keys, ``strips_jit.STRIP_KEYS`` (unused: its
-    blocks)."""
+def strip_tuning() -> dict:
+    """The strip kernel's own tile choices, as ``tuning.choice`` takes them: its query rows per
+    tile, each with its blocks of keys (``strips_jit.STRIP_KEYS``, not tuned)."""
+    from qkv.kernels import strips_jit
+
+    keys = strips_jit.STRIP_KEYS
+    return {
+        "candidates": tuple(tuning.Tiles(n, keys) for n in strips_jit.STRIP_ROW_CHOICES),
+        "default": tuning.Tiles(strips_jit.STRIP_ROWS, keys),
+    }
+
+
+def _strip_tiles(units: int, rows: int, workers, scores: int) -> tuning.Tiles:
+    """The strip kernel's tiles: the query rows measured on this processor (``strip_tuning``),
+    halved (down to 128) while the workers would get fewer than 4 tiles each (a causal
+    problem's tiles differ in cost: the last one taken must be short); the keys, its blocks."""
     from qkv.kernels import strips_jit
 
     share = 4 * (workers or default_workers())
-    block_q = strips_jit.STRIP_ROWS
+    block_q = tuning.tiles("strips", fused_attention, scores, **strip_tuning()).block_q
     while block_q > 128 and units * -(-rows // block_q) < share:
         block_q //= 2
     return tuning.Tiles(block_q, strips_jit.STRIP_KEYS)

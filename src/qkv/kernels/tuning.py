@@ -1,6 +1,7 @@
 """Tile sizes chosen by measuring on this processor, once, and kept in the user's cache.
 
-The blocked and fused kernels run (block_q query rows × block_k keys) tiles. Which size is
+The blocked and fused kernels run (block_q query rows × block_k keys) tiles, and the strip
+kernel tiles of block_q rows (its own candidates: ``fused.strip_tuning``). Which size is
 fastest depends on the processor (its caches, its vector width, its BLAS kernel), so on first
 use with a problem big enough for tiles to matter, ``choice`` times every candidate on a
 fixed problem (H = 1, T = 4096, d = 64, float32, full and causal, one thread, CPU time so
@@ -114,15 +115,16 @@ def enabled() -> bool:
     return value not in OFF
 
 
-def tiles(kernel: str, run, scores: int) -> Tiles:
+def tiles(kernel: str, run, scores: int, **own) -> Tiles:
     """The tiles for one call of ``kernel`` (its name; ``run`` the kernel function, called to
-    measure it the first time) on ``scores`` (heads·L·S) scores."""
+    measure it the first time) on ``scores`` (heads·L·S) scores. own: a kernel's own
+    ``candidates`` and ``default``, as ``choice`` takes them."""
     forced = _FORCED.get()
     if forced is not None:
         return forced
     if scores < MIN_SCORES or not enabled():
-        return DEFAULT
-    return choice(kernel, run).tiles
+        return own.get("default") or DEFAULT
+    return choice(kernel, run, **own).tiles
 
 
 @contextlib.contextmanager
@@ -150,11 +152,19 @@ _lock = threading.Lock()
 _chosen: dict[str, Choice] = {}  # kernel name -> its choice, once known in this process
 
 
-def choice(kernel: str, run, *, budget_s: float | None = None) -> Choice:
+def choice(
+    kernel: str,
+    run,
+    *,
+    budget_s: float | None = None,
+    candidates: tuple[Tiles, ...] | None = None,
+    default: Tiles | None = None,
+) -> Choice:
     """The tiles for ``kernel``: from this process's memory, else the cache file, else measured
-    now (and written to the file)."""
+    now (and written to the file), among ``candidates`` (CANDIDATES unless the kernel has its
+    own; ``default`` its tiles when tuning is off, DEFAULT unless given)."""
     if not enabled():
-        return Choice(kernel, DEFAULT, "default (QKV_TUNE=off)")
+        return Choice(kernel, default or DEFAULT, "default (QKV_TUNE=off)")
     with _lock:
         if kernel in _chosen:
             return _chosen[kernel]
@@ -168,7 +178,8 @@ def choice(kernel: str, run, *, budget_s: float | None = None) -> Choice:
                 return found
             note, entries = "the cache's entry did not parse: measured again", {}
         t0 = time.perf_counter()
-        table = measure(run, CANDIDATES, budget_s=BUDGET_S if budget_s is None else budget_s)
+        budget_s = BUDGET_S if budget_s is None else budget_s
+        table = measure(run, candidates or CANDIDATES, budget_s=budget_s)
         found = Choice(kernel, table[0][0], "measured now", table, time.perf_counter() - t0, note)
         entries[kernel] = found.as_json()
         found.note = "; ".join(n for n in (note, _write(path, entries)) if n)
