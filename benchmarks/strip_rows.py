@@ -6,7 +6,9 @@ queries, d = 64, float32, full attention through ``qkv.attention`` with each til
         taskset -c 0 .venv/bin/python benchmarks/strip_rows.py [--T 4096] [--causal]
 
 Not a test: nothing asserts a time. The kernel measures its own choice on first use
-(``qkv bench --tune``, "strips"); ``strips_jit.STRIP_ROWS`` where nothing is measured.
+(``qkv bench --tune``, "strips"); ``strips_jit.STRIP_ROWS`` where nothing is measured. On the
+2-core AMD EPYC (12 heads × 4,096 keys, one core, median) 1,024 rows read 80.7 GFLOP/s, 512
+78.3, 256 78.2 and 128 75.8.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import time
 import numpy as np
 
 import qkv
-from qkv.kernels import tuning
+from qkv.kernels import strips_jit, tuning
 
 
 def main() -> None:
@@ -29,7 +31,7 @@ def main() -> None:
     H, T, d = 12, args.T, 64
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((H, T, d)).astype(np.float32) for _ in range(3))
-    rows = (128, 256, 512, 1024)
+    rows = strips_jit.STRIP_ROW_CHOICES
     times: dict[int, list[float]] = {n: [] for n in rows}
     for n in rows:  # warm-up
         with tuning.forced(tuning.Tiles(n, 512)):

@@ -142,11 +142,13 @@ def test_the_strip_kernel_takes_the_rows_it_measured(tuner, monkeypatch):
     neither its built-in 1,024), kept under "strips", and used by a float32 call (4 heads of
     300 rows: no halving for one worker)."""
     own = {
-        "candidates": (tuning.Tiles(256, 512), tuning.Tiles(512, 512)),
+        "candidates": (tuning.Tiles(128, 512), tuning.Tiles(512, 512)),
         "default": fused.strip_tuning()["default"],
     }
     assert own["default"] not in own["candidates"]
+    assert tuning.DEFAULT.block_q not in [t.block_q for t in own["candidates"]]
     monkeypatch.setattr(fused, "strip_tuning", lambda: own)
+    monkeypatch.setattr(tuning, "PROBLEM", {"heads": 1, "T": 96, "d": 16})  # 16 lanes too
     c = tuning.choice("strips", fused.fused_attention, **own)
     assert c.source == "measured now" and c.tiles in own["candidates"]
     assert sorted(t for t, _ in c.table) == sorted(own["candidates"])
@@ -164,6 +166,23 @@ def test_the_strip_kernel_takes_the_rows_it_measured(tuner, monkeypatch):
     np.testing.assert_allclose(out, want, rtol=0, atol=5e-6)
     monkeypatch.setenv("QKV_TUNE", "off")
     assert tuning.choice("strips", fused.fused_attention, **own).tiles == own["default"]
+
+
+def test_a_cached_choice_no_longer_among_the_kernels_choices_is_measured_again(tuner):
+    """The cache's entry for one kernel names tiles that are not among its choices now: that
+    kernel is measured again, and the other kernels' entries are kept."""
+    name, run = _kernel()
+    first = tuning.choice(name, run)
+    other = tuning.choice("other", blocked.blocked_attention)
+    tuning.forget()
+    moved = (tuning.Tiles(8, 16), tuning.Tiles(24, 48))
+    again = tuning.choice(name, run, candidates=moved)
+    assert again.source == "measured now" and again.tiles in moved
+    assert f"{first.tiles} is not among the choices" in again.note
+    tuning.forget()
+    assert tuning.choice(name, run, candidates=moved).source == "cache"
+    kept = tuning.choice("other", blocked.blocked_attention)
+    assert kept.source == "cache" and kept.tiles == other.tiles
 
 
 def test_small_calls_and_tuning_off_never_measure(tuner, monkeypatch):

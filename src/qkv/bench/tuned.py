@@ -37,7 +37,7 @@ def report(*, retune: bool = False) -> dict:
                 "source": c.source,
                 "spent_s": c.spent_s,
                 "note": c.note,
-                "default": str(default),
+                "default": {"block_q": default.block_q, "block_k": default.block_k},
                 "default_cpu_s": dict(c.table).get(default),
                 "table": [
                     {"block_q": t.block_q, "block_k": t.block_k, "cpu_s": s} for t, s in c.table
@@ -69,14 +69,13 @@ def render(report_: dict, console) -> None:
         if k["note"]:
             console.print(f"  [yellow]{escape(k['note'])}[/]")
         if not k["table"]:
-            console.print(f"  the built-in tiles {k['default']} (nothing measured)")
+            console.print(f"  the built-in tiles {_tiles(k['default'])} (nothing measured)")
             continue
         best = k["table"][0]["cpu_s"]
         why = f"  why: the least CPU time on {report_['problem']}"
         if k["default_cpu_s"] is not None:
-            why += (
-                f"; the built-in {k['default']} took {100 * (k['default_cpu_s'] / best - 1):+.0f}%"
-            )
+            slower = 100 * (k["default_cpu_s"] / best - 1)
+            why += f"; the built-in {_tiles(k['default'])} took {slower:+.0f}%"
         console.print(why)
         table = Table(box=None, padding=(0, 2))
         for name in ("block_q × block_k", "CPU ms", "vs chosen"):
@@ -92,3 +91,7 @@ def render(report_: dict, console) -> None:
         "[dim]candidates dropped after the first round show that round's time; "
         "qkv bench --retune measures again[/]"
     )
+
+
+def _tiles(t: dict) -> str:
+    return f"{t['block_q']}×{t['block_k']}"

@@ -93,7 +93,8 @@ def fused_attention(
     finite (a NaN or ±inf input, a row without weight), for the reference to decide; a
     decoding step learns it from its compiled pass, without another look at the output.
     strips=False: BLAS's matrix products on every tile, also where the strip kernel applies
-    (the tuner measures the tiles on those)."""
+    (the tuner measures the "fused" entry's tiles on those; the strip kernel's rows, "strips",
+    with strips=True)."""
     _, _, _, mask, causal, scale, temperature, softcap, bias, sinks = Problem(q, k, v, **rule)
     dtype, work = q.dtype, (np.float64 if q.dtype == np.float64 else np.float32)
     if not q.dtype == k.dtype == v.dtype == work:  # float16: float32

@@ -15,7 +15,8 @@ written for another processor, other versions or another problem is rejected and
 again. Measuring takes a few seconds: every candidate runs once, the fastest quarter twice
 more (the best of its runs counts), and the search stops at ``BUDGET_S``.
 
-``QKV_TUNE=off`` (the test suite sets it) skips all this and uses ``DEFAULT``; ``forced``
+``QKV_TUNE=off`` (the test suite sets it) skips all this and uses each kernel's built-in
+tiles (``DEFAULT``; the strip kernel's ``STRIP_ROWS``); ``forced``
 imposes tiles for a block of code (the contract suite runs under several); ``reset`` deletes
 the file (``qkv bench --retune``); ``qkv bench --tune`` prints what was chosen and why.
 """
@@ -173,10 +174,13 @@ def choice(
         entry = entries.get(kernel)
         if entry is not None:
             found = _from_entry(kernel, entry)
-            if found is not None:
+            if found is not None and (candidates is None or found.tiles in candidates):
                 _chosen[kernel] = found
                 return found
-            note, entries = "the cache's entry did not parse: measured again", {}
+            if found is None:
+                note, entries = "the cache's entry did not parse: measured again", {}
+            else:  # the kernel's choices changed since: this entry alone is measured again
+                note = f"the cache's {found.tiles} is not among the choices: measured again"
         t0 = time.perf_counter()
         budget_s = BUDGET_S if budget_s is None else budget_s
         table = measure(run, candidates or CANDIDATES, budget_s=budget_s)
