@@ -3,7 +3,7 @@ queries, d = 64, float32, full attention through ``qkv.attention`` with each til
 (``tuning.forced``), the sizes taking turns, best and median of --runs.
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE PYTHONPATH=src \\
-        taskset -c 0 .venv/bin/python benchmarks/strip_rows.py [--T 4096] [--causal]
+        taskset -c 0 .venv/bin/python benchmarks/strip_rows.py [--T 4096] [--causal] [--width 4]
 
 Not a test: nothing asserts a time. The kernel measures its own choice on first use
 (``qkv bench --tune``, "strips"); ``strips_jit.STRIP_ROWS`` where nothing is measured. On the
@@ -27,11 +27,13 @@ def main() -> None:
     parser.add_argument("--T", type=int, default=4096)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--causal", action="store_true")
+    parser.add_argument("--width", type=float, default=1.0, help="q and k drawn this much wider")
     args = parser.parse_args()
     H, T, d = 12, args.T, 64
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((H, T, d)).astype(np.float32) for _ in range(3))
-    rows = strips_jit.STRIP_ROW_CHOICES
+    q, k = args.width * q, args.width * k
+    rows = (*strips_jit.STRIP_ROW_CHOICES, 2 * strips_jit.STRIP_ROW_CHOICES[-1])  # and one more
     times: dict[int, list[float]] = {n: [] for n in rows}
     for n in rows:  # warm-up
         with tuning.forced(tuning.Tiles(n, 512)):
@@ -43,7 +45,8 @@ def main() -> None:
                 qkv.attention(q, k, v, causal=args.causal)
                 times[n].append(time.perf_counter() - t0)
     flops = 4 * H * T * T * d / (2 if args.causal else 1)
-    print(f"{H} heads, T = {T}, d = {d}, float32, {'causal' if args.causal else 'full'}")
+    kind = "causal" if args.causal else "full"
+    print(f"{H} heads, T = {T}, d = {d}, float32, {kind}, q and k {args.width}× wide")
     for n, t in times.items():
         best, median = flops / min(t) / 1e9, flops / float(np.median(t)) / 1e9
         print(f"{n:5d} rows a tile  best {best:6.1f}  median {median:6.1f} GFLOP/s")

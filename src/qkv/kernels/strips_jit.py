@@ -45,9 +45,9 @@ W = 16 if processor.current().vector_bits >= 512 else 8  # float32 lanes per vec
 MR, NR = (6, 4) if W == 16 else (6, 2)
 NW = NR * W  # keys per panel (columns of the register tile)
 STRIP_KEYS = 512  # keys per block of a strip: MR × 512 float32 scores (12 KiB) stay in L1
-# query rows per tile: measured among the choices on first use (kernels/tuning.py, "strips");
-# STRIP_ROWS where nothing is measured (benchmarks/strip_rows.py compares them)
-STRIP_ROWS, STRIP_ROW_CHOICES = 1024, (128, 256, 512, 1024, 2048)
+# query rows per tile, measured on first use (kernels/tuning.py, "strips"), else STRIP_ROWS; not
+# 2,048: its q and output rows (1 MiB) outgrow a 512 KiB L2, no faster in strip_rows.py there
+STRIP_ROWS, STRIP_ROW_CHOICES = 1024, (128, 256, 512, 1024)
 LEAD = 64.0  # p = 2^(s − m) up to 2^64, m a row's running max from earlier blocks
 
 _F = ir.FloatType()
