@@ -110,13 +110,13 @@ def fused_attention(
         finite = (mask is None and causal is None) or bool(np.isfinite(v).all())
         own = strips and _by_strips(work, mask, bias, softcap, finite, v4)
         if block_q is None or block_k is None:
+            scores = q.size // max(1, d_k) * S  # (..., H, L) · S
             if own:  # the strip kernel's rows per tile (its blocks of keys are its own)
                 batch = np.broadcast_shapes(q4.shape[:-3], k4.shape[:-3], v4.shape[:-3])
                 units = math.prod(batch) * G
-                scores = q.size // max(1, d_k) * S
                 chosen = tuning.forced_or(_strip_tiles(units, r * L, workers, scores))
             else:  # measured on this processor (kernels/tuning.py), on BLAS's products
-                chosen = tuning.tiles("fused", on_blas_tiles, q.size // max(1, d_k) * S)
+                chosen = tuning.tiles("fused", on_blas_tiles, scores)
             block_q, block_k = block_q or chosen.block_q, block_k or chosen.block_k
         out = blocked.blocked_attention(
             q,
@@ -327,6 +327,7 @@ def _by_strips(work, mask, bias, softcap, finite, v) -> bool:
     return finite and v.strides[-1] == v.itemsize and v.shape[-1] % strips_jit.W == 0
 
 
+@functools.cache  # the same for the whole process: built once, not per call
 def strip_tuning() -> dict:
     """The strip kernel's own tile choices, as ``tuning.choice`` takes them: its query rows per
     tile, each with its blocks of keys (``strips_jit.STRIP_KEYS``, not tuned)."""
