@@ -48,7 +48,7 @@ def main() -> None:
         "fused_attention": lambda: fused.fused_attention(q, k, v, causal="bottom-right"),
         "qkv.attention": lambda: attention(q, k, v, causal=True),
     }
-    medians, _ = peers.time_peers(runners, min_time=args.min_time, max_repeats=100)
+    medians, _, _ = peers.time_peers(runners, min_time=args.min_time, max_repeats=100)
     base = medians["products alone"]
     print(f"12 heads × {args.T} keys, d = 64, float32: median, and above the products alone")
     for name, t in medians.items():

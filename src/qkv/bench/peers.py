@@ -184,8 +184,8 @@ def time_peers(
     max_repeats: int = 15,
     settle: float = 0.25,
     on_step=lambda: None,
-) -> tuple[dict, dict]:
-    """(median seconds, one output) per peer. A warm-up round, then timed rounds that run every
+) -> tuple[dict, dict, dict]:
+    """(median seconds, one output, best seconds) per peer. A warm-up round, then timed rounds that run every
     peer once each, so load from elsewhere falls on all peers alike, until the slowest has
     min_time in total. Each run follows a pause of ``settle`` seconds, in which the previous
     peer's BLAS and OpenMP threads stop spinning; a peer faster than RERUN seconds runs once
@@ -220,7 +220,8 @@ def time_peers(
             break
     for _ in runners:
         on_step()
-    return {name: statistics.median(t) for name, t in times.items()}, outputs
+    medians = {name: statistics.median(t) for name, t in times.items()}
+    return medians, outputs, {name: min(t) for name, t in times.items()}
 
 
 def gemm_peak(n: int = 4096, repeats: int = 3) -> float:
