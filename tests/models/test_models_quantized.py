@@ -110,3 +110,25 @@ def test_weights_multiplied_by_their_codes_cannot_be_edited_in_place():
     blk = m.blocks[0]
     with pytest.raises(ValueError, match="read-only"):
         blk.W_O[0, 0] = 0.0
+
+
+@pytest.mark.parametrize("kind", ["Q4_1", "Q8_0"])
+def test_scales_kept_as_float16_give_the_float32_scales_products_bit_for_bit(rng, kind):
+    from qkv.kernels import processor
+
+    if not processor.current().halves:
+        pytest.skip("this processor has no instruction to widen float16: scales stay float32")
+    rows, W = raw(rng, kind, 300, 96)
+    halves = quantized.from_gguf(kind, rows, halves=True)
+    singles = quantized.from_gguf(kind, rows, halves=False)
+    assert halves.scale.dtype == np.float16 and singles.scale.dtype == np.float32
+    assert (halves.low is None) == (kind == "Q8_0")
+    if halves.low is not None:
+        assert halves.low.dtype == np.float16 and halves.low.nbytes * 2 == singles.low.nbytes
+    np.testing.assert_array_equal(halves.scale.astype(np.float32), singles.scale)  # exact
+    x = rng.standard_normal(96).astype(np.float32)
+    np.testing.assert_array_equal(halves.times(x), singles.times(x))
+    want = x.astype(np.float64) @ W.astype(np.float64)
+    np.testing.assert_allclose(halves.times(x), want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+    default = quantized.from_gguf(kind, rows)  # the processor's choice: float16 here
+    assert default.scale.dtype == np.float16

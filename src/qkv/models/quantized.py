@@ -6,8 +6,9 @@ SmolLM2's file stores each weight matrix in blocks of 32 input features: Q4_1 as
 every pass with many rows multiplies (BLAS). A one-token step, though, reads every weight once
 for one row: as float32 that is 4 bytes a weight, about 540 MB a token, and the step waits on
 memory. ``Packed`` keeps the same numbers as the file's codes (half a byte a weight for Q4_1,
-one for Q8_0) with the block's scale d and low m as float32, and ``times`` multiplies a row by
-them without unpacking:
+one for Q8_0) with the block's scale d and low m as the file's float16 (float32 where the
+processor has no instruction to widen a float16: ``processor.halves``), and ``times``
+multiplies a row by them without unpacking:
 
     y_o = Σ_b d_bo · (Σ_t c_bto · x_{32b+t})  +  m_bo · (Σ_t x_{32b+t})
 
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from qkv.kernels import processor
 from qkv.kernels.fused import available  # numba can be imported
 from qkv.layers import linear
 
@@ -37,8 +39,8 @@ class Packed:
     codes (blocks, 32, out) int8. Weight (32·b + t, o) = scale[b, o]·code + low[b, o]."""
 
     codes: np.ndarray
-    scale: np.ndarray  # (blocks, out) float32
-    low: np.ndarray | None  # (blocks, out) float32, or None
+    scale: np.ndarray  # (blocks, out) float16 (read as its bits by the loops), or float32
+    low: np.ndarray | None  # (blocks, out), as scale, or None
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -53,16 +55,21 @@ class Packed:
         row = np.ascontiguousarray(x, dtype=np.float32).reshape(n_in)
         out = np.empty(n_out, np.float32)
         loops = _loops()
+        scale = _bits(self.scale)
         if self.low is None:
-            loops.times8(self.codes, self.scale, row, out)
+            loops.times8(self.codes, scale, row, out)
         else:
-            loops.times4(self.codes, self.scale, self.low, row, out)
+            loops.times4(self.codes, scale, _bits(self.low), row, out)
         return out.reshape(*x.shape[:-1], n_out)
 
 
-def from_gguf(kind: str, rows: np.ndarray) -> Packed:
+def from_gguf(kind: str, rows: np.ndarray, *, halves: bool | None = None) -> Packed:
     """A Packed matrix from a GGUF tensor's raw rows: (out, blocks·bytes per block) uint8 of
-    ``kind`` "Q4_1" or "Q8_0" (one row per output feature, as the file stores it)."""
+    ``kind`` "Q4_1" or "Q8_0" (one row per output feature, as the file stores it). halves:
+    keep the blocks' scales as float16 (default: where the processor widens them in one
+    instruction, ``processor.halves``), else float32; the products are the same either way."""
+    if halves is None:
+        halves = processor.current().halves
     if kind not in KINDS:
         raise ValueError(f"expected a GGUF quantization in {sorted(KINDS)}, got {kind!r}")
     width = KINDS[kind]
@@ -72,11 +79,11 @@ def from_gguf(kind: str, rows: np.ndarray) -> Packed:
         )
     n_out = rows.shape[0]
     blocks = rows.reshape(n_out, -1, width)  # (out, blocks, bytes)
-    scale = _halves(blocks[:, :, 0:2])  # (blocks, out)
+    scale = _halves(blocks[:, :, 0:2], halves)  # (blocks, out)
     if kind == "Q8_0":
         codes, low = blocks[:, :, 2:].view(np.int8), None  # (out, blocks, 32)
     else:  # as stored: byte t holds weight t (low nibble) and weight t + 16 (high nibble)
-        codes, low = blocks[:, :, 4:], _halves(blocks[:, :, 2:4])  # (out, blocks, 16)
+        codes, low = blocks[:, :, 4:], _halves(blocks[:, :, 2:4], halves)  # (out, blocks, 16)
     return Packed(np.ascontiguousarray(codes.transpose(1, 2, 0)), scale, low)
 
 
@@ -122,10 +129,16 @@ def packing(pairs) -> dict[int, tuple[np.ndarray, Packed]]:
     return table
 
 
-def _halves(pairs: np.ndarray) -> np.ndarray:
-    """(out, blocks, 2) uint8 little-endian float16 -> (blocks, out) float32 (exact)."""
+def _halves(pairs: np.ndarray, keep: bool) -> np.ndarray:
+    """(out, blocks, 2) uint8 little-endian float16 -> (blocks, out) float16 (keep), else
+    float32 (exact either way)."""
     halves = np.ascontiguousarray(pairs).view(np.float16)[..., 0]  # (out, blocks)
-    return np.ascontiguousarray(halves.T, dtype=np.float32)
+    return np.ascontiguousarray(halves.T, dtype=np.float16 if keep else np.float32)
+
+
+def _bits(table: np.ndarray) -> np.ndarray:
+    """A table of scales as the loops take it: float16 as its bits (uint16), float32 as is."""
+    return table.view(np.uint16) if table.dtype == np.float16 else table
 
 
 @functools.cache

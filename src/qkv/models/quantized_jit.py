@@ -7,7 +7,9 @@ vector of outputs: for each block b, its 32 inputs add x_t · codes[b, t, :] to 
 (the codes read once, in order), then the block sum times the block's scale (and the block's
 low times Σ_t x_t) is added to y. Q4_1 bytes hold two codes, t (low nibble) and t + 16 (high
 nibble), split in float32 (hi = ⌊c/16⌋, lo = c − 16·hi: exact, and vector code, where integer
-shifts would be widened to 64 bits); Q8_0 takes four inputs a step. Accumulation is float32
+shifts would be widened to 64 bits); Q8_0 takes four inputs a step. The scales come as
+float16 bits (uint16, widened by ``_f32``: one instruction, F16C on x86) or as float32, each
+loop compiled for both (float32 alone where the processor has no such instruction). Accumulation is float32
 (fastmath: reassociation and fused multiply-add, so the loops vectorise; NaN and ±inf keep
 their meaning).
 """
@@ -16,20 +18,38 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
 from numba.core import types
 
-# nogil, cached, fastmath: reassociate and contract; the widest vectors the processor has
-from qkv.kernels.fused_jit import OPTS, full_width
+from qkv.kernels import processor
 
-_TABLE = types.Array(types.float32, 2, "C", readonly=True)  # scale, low (blocks, n)
+# nogil, cached, fastmath: reassociate and contract; the widest vectors the processor has
+from qkv.kernels.fused_jit import OPTS, _intrinsic, full_width
+
+# scale, low (blocks, n): float16 as its bits where the processor widens them in one
+# instruction (elsewhere LLVM would call a library function numba may not link), and float32
+_KINDS = ((types.uint16,) if processor.current().halves else ()) + (types.float32,)
+_TABLES = [types.Array(t, 2, "C", readonly=True) for t in _KINDS]
 _ROW = types.Array(types.float32, 1, "C", readonly=True)  # x
 _OUT = types.Array(types.float32, 1, "C")
+_CODES4 = types.Array(types.uint8, 3, "C", readonly=True)
+_CODES8 = types.Array(types.int8, 3, "C", readonly=True)
 
 
-@numba.njit(
-    types.void(types.Array(types.uint8, 3, "C", readonly=True), _TABLE, _TABLE, _ROW, _OUT),
-    **OPTS,
-)
+@_intrinsic
+def _f32(typingctx, x):
+    """A scale as float32: uint16 holds a float16's bits (LLVM's fpext: exact), float32 is
+    itself."""
+
+    def codegen(context, builder, signature, args):
+        if signature.args[0] == types.uint16:
+            return builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
+        return args[0]
+
+    return types.float32(x), codegen
+
+
+@numba.njit([types.void(_CODES4, t, t, _ROW, _OUT) for t in _TABLES], **OPTS)
 def times4(codes, scale, low, x, out):
     """out = x · W, W (32·blocks, n) as Q4_1 codes (blocks, 16, n) (byte t: code t in the low
     nibble, code t + 16 in the high one), scale and low (blocks, n); x (32·blocks,), out (n,)."""
@@ -50,15 +70,13 @@ def times4(codes, scale, low, x, out):
                 part[o] += x_lo * (c - np.float32(16.0) * hi) + x_hi * hi
         sb, lb = scale[b], low[b]
         for o in range(n):
-            out[o] += sb[o] * part[o] + lb[o] * total
+            out[o] += _f32(sb[o]) * part[o] + _f32(lb[o]) * total
 
 
-@numba.njit(
-    types.void(types.Array(types.int8, 3, "C", readonly=True), _TABLE, _ROW, _OUT),
-    **OPTS,
-)
+@numba.njit([types.void(_CODES8, t, _ROW, _OUT) for t in _TABLES], **OPTS)
 def times8(codes, scale, x, out):
-    """out = x · W, W (32·blocks, n) as Q8_0 codes (blocks, 32, n) and scale (blocks, n)."""
+    """out = x · W, W (32·blocks, n) as Q8_0 codes (blocks, 32, n) and scale (blocks, n)
+    (float16 bits or float32)."""
     full_width()
     blocks, _, n = codes.shape
     part = np.empty(n, np.float32)
@@ -74,4 +92,4 @@ def times8(codes, scale, x, out):
                 )
         sb = scale[b]
         for o in range(n):
-            out[o] += sb[o] * part[o]
+            out[o] += _f32(sb[o]) * part[o]
