@@ -101,13 +101,10 @@ def test_smollm2_multiplies_one_row_by_its_file_s_codes(rng, smollm2):
 
 
 @pytest.mark.slow
-def test_weights_multiplied_by_their_codes_cannot_be_edited_in_place():
-    from qkv import models
-
+def test_weights_multiplied_by_their_codes_cannot_be_edited_in_place(smollm2):
     if not quantized.available():
         pytest.skip("numba is not installed: no weight is multiplied by its codes")
-    m = models.load("smollm2-135m")
-    blk = m.blocks[0]
+    blk = smollm2.blocks[0]
     with pytest.raises(ValueError, match="read-only"):
         blk.W_O[0, 0] = 0.0
 
