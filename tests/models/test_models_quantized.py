@@ -129,3 +129,15 @@ def test_scales_kept_as_float16_give_the_float32_scales_products_bit_for_bit(rng
     np.testing.assert_allclose(halves.times(x), want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
     default = quantized.from_gguf(kind, rows)  # the processor's choice: float16 here
     assert default.scale.dtype == np.float16
+
+
+def test_float16_scales_are_refused_where_the_processor_cannot_widen_them(rng):
+    from qkv.kernels import processor
+
+    rows, _ = raw(rng, "Q4_1", 3, 32)
+    if processor.current().halves:
+        assert quantized.from_gguf("Q4_1", rows, halves=True).scale.dtype == np.float16
+    else:
+        with pytest.raises(ValueError, match="expected a processor that widens float16"):
+            quantized.from_gguf("Q4_1", rows, halves=True)
+    assert quantized.from_gguf("Q4_1", rows, halves=False).scale.dtype == np.float32

@@ -185,11 +185,11 @@ def time_peers(
     settle: float = 0.25,
     on_step=lambda: None,
 ) -> tuple[dict, dict, dict]:
-    """(median seconds, one output, best seconds) per peer. A warm-up round, then timed rounds that run every
-    peer once each, so load from elsewhere falls on all peers alike, until the slowest has
-    min_time in total. Each run follows a pause of ``settle`` seconds, in which the previous
-    peer's BLAS and OpenMP threads stop spinning; a peer faster than RERUN seconds runs once
-    untimed after the pause, so its own threads are awake, as in a loop of decoding steps
+    """(median seconds, one output, best seconds) per peer. A warm-up round, then timed rounds
+    that run every peer once each, so load from elsewhere falls on all peers alike, until the
+    slowest has min_time in total. Each run follows a pause of ``settle`` seconds, in which the
+    previous peer's BLAS and OpenMP threads stop spinning; a peer faster than RERUN seconds runs
+    once untimed after the pause, so its own threads are awake, as in a loop of decoding steps
     (judged by its warm-up, or by its first timed run when the warm-up paid a one-time cost)."""
     outputs, warm = {}, {}
     for name, fn in runners.items():

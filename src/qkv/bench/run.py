@@ -204,10 +204,10 @@ def render(report: dict, console) -> None:
     for peer, why in report.get("skipped_peers", {}).items():
         console.print(f"[yellow]skipped {peer}[/]: {escape(why)}")  # why holds [extras]
     console.print(
-        "[dim]median and best of repeats after a warm-up · GFLOP/s (of the median) counts 4·L·T·d per head "
-        "(half for causal) · % peak: the best repeat's rate against the GEMM peak (the best "
-        "of 3) at the same thread count · × sdpa: "
-        "torch SDPA's time / this peer's time in the same run (above 1 is faster) · K,V GB/s: "
+        "[dim]median and best of repeats after a warm-up · GFLOP/s (of the median) counts "
+        "4·L·T·d per head (half for causal) · % peak: the best repeat's rate against the GEMM "
+        "peak (the best of 3) at the same thread count · × sdpa: torch SDPA's time / this "
+        "peer's time in the same run (above 1 is faster) · K,V GB/s: "
         "bytes of K and V (read once per decoding step) / time · peak extra: resident memory "
         "above the inputs during one run, measured in a child process at the largest thread "
         "count · max |err|: against float64[/]"
@@ -220,10 +220,8 @@ def _table(configs):
 
     decode = any(e["config"]["decode"] for e in configs)
     table = Table()
-    cols = ["peer", "median", "GFLOP/s", "best", "% peak", "× sdpa"] + [
-        "K,V GB/s",
-        "% copy",
-    ] * decode
+    cols = ["peer", "median", "GFLOP/s", "best", "% peak", "× sdpa"]
+    cols += ["K,V GB/s", "% copy"] if decode else []
     for name in cols + ["peak extra", "max |err|"]:
         table.add_column(name, justify="left" if name == "peer" else "right", no_wrap=True)
     for entry in configs:

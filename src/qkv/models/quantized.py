@@ -67,9 +67,15 @@ def from_gguf(kind: str, rows: np.ndarray, *, halves: bool | None = None) -> Pac
     """A Packed matrix from a GGUF tensor's raw rows: (out, blocks·bytes per block) uint8 of
     ``kind`` "Q4_1" or "Q8_0" (one row per output feature, as the file stores it). halves:
     keep the blocks' scales as float16 (default: where the processor widens them in one
-    instruction, ``processor.halves``), else float32; the products are the same either way."""
+    instruction, ``processor.halves``; only there), else float32; the products are the same
+    either way."""
     if halves is None:
         halves = processor.current().halves
+    elif halves and not processor.current().halves:
+        raise ValueError(
+            "halves=True: expected a processor that widens float16 in one instruction "
+            "(x86's F16C, 64-bit ARM), this one does not; use halves=False"
+        )
     if kind not in KINDS:
         raise ValueError(f"expected a GGUF quantization in {sorted(KINDS)}, got {kind!r}")
     width = KINDS[kind]

@@ -9,9 +9,9 @@ low times Σ_t x_t) is added to y. Q4_1 bytes hold two codes, t (low nibble) and
 nibble), split in float32 (hi = ⌊c/16⌋, lo = c − 16·hi: exact, and vector code, where integer
 shifts would be widened to 64 bits); Q8_0 takes four inputs a step. The scales come as
 float16 bits (uint16, widened by ``_f32``: one instruction, F16C on x86) or as float32, each
-loop compiled for both (float32 alone where the processor has no such instruction). Accumulation is float32
-(fastmath: reassociation and fused multiply-add, so the loops vectorise; NaN and ±inf keep
-their meaning).
+loop compiled for both (float32 alone where the processor has no such instruction).
+Accumulation is float32 (fastmath: reassociation and fused multiply-add, so the loops
+vectorise; NaN and ±inf keep their meaning).
 """
 
 from __future__ import annotations
@@ -52,7 +52,8 @@ def _f32(typingctx, x):
 @numba.njit([types.void(_CODES4, t, t, _ROW, _OUT) for t in _TABLES], **OPTS)
 def times4(codes, scale, low, x, out):
     """out = x · W, W (32·blocks, n) as Q4_1 codes (blocks, 16, n) (byte t: code t in the low
-    nibble, code t + 16 in the high one), scale and low (blocks, n); x (32·blocks,), out (n,)."""
+    nibble, code t + 16 in the high one), scale and low (blocks, n) as float16 bits or float32;
+    x (32·blocks,), out (n,)."""
     full_width()
     blocks, _, n = codes.shape
     part = np.empty(n, np.float32)
