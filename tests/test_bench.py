@@ -54,6 +54,9 @@ def test_quick_json_reports_every_config_and_peer_at_each_thread_count():
                     assert row["kv_gb_per_s"] == pytest.approx(
                         2 * 2 * 256 * 32 * 4 / row["median_s"] / 1e9
                     )
+                    assert row["pct_copy"] == pytest.approx(  # best against best
+                        100 * 2 * 2 * 256 * 32 * 4 / row["best_s"] / 1e9 / run["copy"]["gb_per_s"]
+                    )
     machine = report["machine"]  # the header's facts: processor, BLAS, its kernel
     assert machine["processor"]["cores"] == os.cpu_count()
     assert machine["processor"]["vector_bits"] in (0, 128, 256, 512)
@@ -272,9 +275,10 @@ def test_a_fast_peer_whose_warm_up_paid_a_one_time_cost_is_timed_warm(monkeypatc
 
     fake = SimpleNamespace(perf_counter=lambda: clock[0], sleep=lambda s: None)
     monkeypatch.setattr(peers, "time", fake)
-    medians, _, _ = peers.time_peers({"p": loads_once}, min_time=0, max_repeats=3, settle=0)
+    medians, _, bests = peers.time_peers({"p": loads_once}, min_time=0, max_repeats=3, settle=0)
     assert len(calls) == 1 + 1 + 3 * 2  # warm-up, the dropped cold run, 3 × (untimed, timed)
     assert medians["p"] == pytest.approx(peers.RERUN * 0.1)
+    assert bests["p"] == pytest.approx(peers.RERUN * 0.1)
 
 
 def test_error_reference_rows_match_a_full_float64_einsum():

@@ -32,9 +32,6 @@ class Processor:
     vector: str  # widest vector instruction set, e.g. "AVX2"
     vector_bits: int  # its register width
     caches: dict = field(default_factory=dict)  # "L1d", "L2", "L3" -> (bytes, CPUs sharing one)
-    # float16 -> float32 in one instruction (x86's F16C, 64-bit ARM), which compiled code can
-    # use without a library call
-    halves: bool = False
 
     @property
     def key(self) -> dict:
@@ -72,7 +69,6 @@ def current() -> Processor:
         vector=vector,
         vector_bits=bits,
         caches=_caches(),
-        halves="f16c" in flags or platform.machine().lower() in ("aarch64", "arm64"),
     )
 
 

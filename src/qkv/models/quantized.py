@@ -7,8 +7,8 @@ every pass with many rows multiplies (BLAS). A one-token step, though, reads eve
 for one row: as float32 that is 4 bytes a weight, about 540 MB a token, and the step waits on
 memory. ``Packed`` keeps the same numbers as the file's codes (half a byte a weight for Q4_1,
 one for Q8_0) with the block's scale d and low m as the file's float16 (float32 where the
-processor has no instruction to widen a float16: ``processor.halves``), and ``times``
-multiplies a row by them without unpacking:
+compiled code has no instruction to widen a float16: ``quantized_jit.WIDENS_FLOAT16``), and
+``times`` multiplies a row by them without unpacking:
 
     y_o = Σ_b d_bo · (Σ_t c_bto · x_{32b+t})  +  m_bo · (Σ_t x_{32b+t})
 
@@ -24,7 +24,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qkv.kernels import processor
 from qkv.kernels.fused import available  # numba can be imported
 from qkv.layers import linear
 
@@ -63,18 +62,20 @@ class Packed:
         return out.reshape(*x.shape[:-1], n_out)
 
 
-def from_gguf(kind: str, rows: np.ndarray, *, halves: bool | None = None) -> Packed:
+def from_gguf(kind: str, rows: np.ndarray, *, float16_scales: bool | None = None) -> Packed:
     """A Packed matrix from a GGUF tensor's raw rows: (out, blocks·bytes per block) uint8 of
-    ``kind`` "Q4_1" or "Q8_0" (one row per output feature, as the file stores it). halves:
-    keep the blocks' scales as float16 (default: where the processor widens them in one
-    instruction, ``processor.halves``; only there), else float32; the products are the same
-    either way."""
-    if halves is None:
-        halves = processor.current().halves
-    elif halves and not processor.current().halves:
+    ``kind`` "Q4_1" or "Q8_0" (one row per output feature, as the file stores it).
+    float16_scales: keep the blocks' scales as float16 (default: where the compiled loops widen
+    them in one instruction, ``quantized_jit.WIDENS_FLOAT16``; only there), else float32; the
+    products are the same either way."""
+    widens = available() and _loops().WIDENS_FLOAT16
+    if float16_scales is None:
+        float16_scales = widens
+    elif float16_scales and not widens:
         raise ValueError(
-            "halves=True: expected a processor that widens float16 in one instruction "
-            "(x86's F16C, 64-bit ARM), this one does not; use halves=False"
+            "float16_scales=True: expected compiled loops that widen float16 in one "
+            "instruction (numba with a target that has F16C, or 64-bit ARM), got none here; "
+            "use float16_scales=False"
         )
     if kind not in KINDS:
         raise ValueError(f"expected a GGUF quantization in {sorted(KINDS)}, got {kind!r}")
@@ -85,11 +86,12 @@ def from_gguf(kind: str, rows: np.ndarray, *, halves: bool | None = None) -> Pac
         )
     n_out = rows.shape[0]
     blocks = rows.reshape(n_out, -1, width)  # (out, blocks, bytes)
-    scale = _halves(blocks[:, :, 0:2], halves)  # (blocks, out)
+    scale = _halves(blocks[:, :, 0:2], float16_scales)  # (blocks, out)
     if kind == "Q8_0":
         codes, low = blocks[:, :, 2:].view(np.int8), None  # (out, blocks, 32)
     else:  # as stored: byte t holds weight t (low nibble) and weight t + 16 (high nibble)
-        codes, low = blocks[:, :, 4:], _halves(blocks[:, :, 2:4], halves)  # (out, blocks, 16)
+        low = _halves(blocks[:, :, 2:4], float16_scales)
+        codes = blocks[:, :, 4:]  # (out, blocks, 16)
     return Packed(np.ascontiguousarray(codes.transpose(1, 2, 0)), scale, low)
 
 
@@ -138,13 +140,16 @@ def packing(pairs) -> dict[int, tuple[np.ndarray, Packed]]:
 def _halves(pairs: np.ndarray, keep: bool) -> np.ndarray:
     """(out, blocks, 2) uint8 little-endian float16 -> (blocks, out) float16 (keep), else
     float32 (exact either way)."""
-    halves = np.ascontiguousarray(pairs).view(np.float16)[..., 0]  # (out, blocks)
-    return np.ascontiguousarray(halves.T, dtype=np.float16 if keep else np.float32)
+    values = np.ascontiguousarray(pairs).view(np.float16)[..., 0]  # (out, blocks)
+    return np.ascontiguousarray(values.T, dtype=np.float16 if keep else np.float32)
 
 
 def _bits(table: np.ndarray) -> np.ndarray:
-    """A table of scales as the loops take it: float16 as its bits (uint16), float32 as is."""
-    return table.view(np.uint16) if table.dtype == np.float16 else table
+    """A table of scales as the loops take it: float16 as its bits (uint16) where they widen
+    it, else as float32; float32 as is."""
+    if table.dtype != np.float16:
+        return table
+    return table.view(np.uint16) if _loops().WIDENS_FLOAT16 else table.astype(np.float32)
 
 
 @functools.cache

