@@ -54,12 +54,17 @@ class Packed:
         row = np.ascontiguousarray(x, dtype=np.float32).reshape(n_in)
         out = np.empty(n_out, np.float32)
         loops = _loops()
-        scale = _bits(self.scale)
-        if self.low is None:
+        scale, low = self._tables
+        if low is None:
             loops.times8(self.codes, scale, row, out)
         else:
-            loops.times4(self.codes, scale, _bits(self.low), row, out)
+            loops.times4(self.codes, scale, low, row, out)
         return out.reshape(*x.shape[:-1], n_out)
+
+    @functools.cached_property
+    def _tables(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """scale and low as the loops take them (``_bits``), made on the first product."""
+        return _bits(self.scale), None if self.low is None else _bits(self.low)
 
 
 def from_gguf(kind: str, rows: np.ndarray, *, float16_scales: bool | None = None) -> Packed:
