@@ -322,7 +322,7 @@ def test_tune_measures_once_then_reads_the_cache(tmp_path, monkeypatch):
     assert [k["tiles"] for k in again["kernels"]] == [k["tiles"] for k in first["kernels"]]
     for k in first["kernels"]:
         sizes = [(row["block_q"], row["block_k"]) for row in k["table"]]
-        own = fused.strip_tuning()["candidates"] if k["kernel"] == "strips" else None
+        own = fused.strips_kernel().choices if k["kernel"] == "strips" else None
         want = [(t.block_q, t.block_k) for t in own] if own else [(16, 32), (256, 512)]
         assert sorted(sizes) == sorted(want)
         assert (k["tiles"]["block_q"], k["tiles"]["block_k"]) == sizes[0]  # the fastest

@@ -25,16 +25,13 @@ def tuner(tmp_path, monkeypatch):
 
 
 def _kernel():
-    return (
-        ("fused", fused.on_blas_tiles)
-        if fused.available()
-        else ("blocked", blocked.blocked_attention)
-    )
+    return fused.ON_BLAS if fused.available() else blocked.TUNED
 
 
 def test_first_use_measures_and_writes_the_cache_a_new_process_reads(tuner):
-    name, run = _kernel()
-    first = tuning.choice(name, run)
+    kernel = _kernel()
+    name = kernel.name
+    first = tuning.choice(kernel)
     assert first.source == "measured now" and first.note == ""
     assert sorted(t for t, _ in first.table) == sorted(SMALL)
     assert first.tiles == first.table[0][0]  # the fastest
@@ -47,7 +44,7 @@ def test_first_use_measures_and_writes_the_cache_a_new_process_reads(tuner):
         first.tiles.block_k,
     )
     tuning.forget()  # what a new process sees
-    again = tuning.choice(name, run)
+    again = tuning.choice(kernel)
     assert again.source == "cache" and again.tiles == first.tiles and again.table == first.table
 
 
@@ -57,51 +54,55 @@ def test_first_use_measures_and_writes_the_cache_a_new_process_reads(tuner):
     ids=["bytes", "no kernels", "a list", "another key"],
 )
 def test_a_corrupt_cache_is_rejected_and_rebuilt(tuner, content):
-    name, run = _kernel()
+    kernel = _kernel()
+    name = kernel.name
     tuner.parent.mkdir(parents=True)
     tuner.write_bytes(content)
-    c = tuning.choice(name, run)
+    c = tuning.choice(kernel)
     assert c.source == "measured now" and c.note.startswith(f"rejected {tuner}")
     rebuilt = json.loads(tuner.read_text())
     assert rebuilt["key"]["processor"] == processor.current().key and name in rebuilt["kernels"]
 
 
 def test_a_cache_from_another_processor_is_rejected_and_rebuilt(tuner):
-    name, run = _kernel()
-    tuning.choice(name, run)
+    kernel = _kernel()
+    name = kernel.name
+    tuning.choice(kernel)
     saved = json.loads(tuner.read_text())
     saved["key"]["processor"]["model"] = "Some Other CPU 9000"
     saved["kernels"][name]["block_q"] = 3  # a choice made there: not to be used here
     tuner.write_text(json.dumps(saved))
     tuning.forget()
-    c = tuning.choice(name, run)
+    c = tuning.choice(kernel)
     assert c.source == "measured now" and "another processor" in c.note
     assert c.tiles in SMALL
     assert json.loads(tuner.read_text())["key"]["processor"] == processor.current().key
 
 
 def test_a_cache_written_for_older_kernels_is_rejected_and_rebuilt(tuner):
-    name, run = _kernel()
-    tuning.choice(name, run)
+    kernel = _kernel()
+    name = kernel.name
+    tuning.choice(kernel)
     saved = json.loads(tuner.read_text())
     saved["key"]["kernels"] = tuning.KERNELS - 1
     saved["kernels"][name]["block_q"] = 3  # chosen for the old loops: not to be used now
     tuner.write_text(json.dumps(saved))
     tuning.forget()
-    c = tuning.choice(name, run)
+    c = tuning.choice(kernel)
     assert c.source == "measured now" and "older kernels" in c.note
     assert c.tiles in SMALL
     assert json.loads(tuner.read_text())["key"]["kernels"] == tuning.KERNELS
 
 
 def test_an_entry_that_does_not_parse_is_measured_again(tuner):
-    name, run = _kernel()
-    tuning.choice(name, run)
+    kernel = _kernel()
+    name = kernel.name
+    tuning.choice(kernel)
     saved = json.loads(tuner.read_text())
     saved["kernels"][name]["block_q"] = -4
     tuner.write_text(json.dumps(saved))
     tuning.forget()
-    c = tuning.choice(name, run)
+    c = tuning.choice(kernel)
     assert c.source == "measured now" and c.tiles in SMALL
 
 
@@ -109,14 +110,13 @@ def test_an_unwritable_cache_still_gives_the_measured_tiles(tmp_path, tuner, mon
     blocker = tmp_path / "a file"
     blocker.write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))  # the cache directory cannot be made
-    name, run = _kernel()
-    c = tuning.choice(name, run)
+    c = tuning.choice(_kernel())
     assert c.source == "measured now" and c.tiles in SMALL and "could not write" in c.note
 
 
 def test_kernels_use_what_the_tuner_chose_and_agree_with_float64(tuner, monkeypatch):
     monkeypatch.setattr(tuning, "MIN_SCORES", 0)
-    chosen = tuning.choice("blocked", blocked.blocked_attention).tiles
+    chosen = tuning.choice(blocked.TUNED).tiles
     seen = []
 
     class Recording(blocked._Plan):
@@ -131,7 +131,7 @@ def test_kernels_use_what_the_tuner_chose_and_agree_with_float64(tuner, monkeypa
     assert seen == [(chosen.block_q, chosen.block_k)]
     np.testing.assert_allclose(out, want, rtol=0, atol=1e-12)
     if fused.available():
-        tuning.choice("fused", fused.fused_attention)
+        tuning.choice(fused.ON_BLAS)
         out = fused.fused_attention(q, k, v, causal="bottom-right", scale=8**-0.5)
         np.testing.assert_allclose(out, want, rtol=0, atol=1e-12)
 
@@ -141,17 +141,19 @@ def test_the_strip_kernel_takes_the_rows_it_measured(tuner, monkeypatch):
     """The strip kernel's query rows per tile are measured among its own choices (here two,
     neither its built-in 1,024), kept under "strips", and used by a float32 call (4 heads of
     300 rows: no halving for one worker)."""
-    own = {
-        "candidates": (tuning.Tiles(128, 512), tuning.Tiles(512, 512)),
-        "default": fused.strip_tuning()["default"],
-    }
-    assert own["default"] not in own["candidates"]
-    assert tuning.DEFAULT.block_q not in [t.block_q for t in own["candidates"]]
-    monkeypatch.setattr(fused, "strip_tuning", lambda: own)
+    own = tuning.Kernel(
+        "strips",
+        fused.fused_attention,
+        candidates=(tuning.Tiles(128, 512), tuning.Tiles(512, 512)),
+        default=fused.strips_kernel().default,
+    )
+    assert own.built_in not in own.choices
+    assert tuning.DEFAULT.block_q not in [t.block_q for t in own.choices]
+    monkeypatch.setattr(fused, "strips_kernel", lambda: own)
     monkeypatch.setattr(tuning, "PROBLEM", {"heads": 1, "T": 96, "d": 16})  # 16 lanes too
-    c = tuning.choice("strips", fused.fused_attention, **own)
-    assert c.source == "measured now" and c.tiles in own["candidates"]
-    assert sorted(t for t, _ in c.table) == sorted(own["candidates"])
+    c = tuning.choice(own)
+    assert c.source == "measured now" and c.tiles in own.choices
+    assert sorted(t for t, _ in c.table) == sorted(own.choices)
     assert "strips" in json.loads(tuner.read_text())["kernels"]
     monkeypatch.setattr(tuning, "MIN_SCORES", 0)
     run, seen = blocked.blocked_attention, []
@@ -165,23 +167,24 @@ def test_the_strip_kernel_takes_the_rows_it_measured(tuner, monkeypatch):
     want = qkv.attention(*wide, causal=True, scale=0.25, backend="reference")
     np.testing.assert_allclose(out, want, rtol=0, atol=5e-6)
     monkeypatch.setenv("QKV_TUNE", "off")
-    assert tuning.choice("strips", fused.fused_attention, **own).tiles == own["default"]
+    assert tuning.choice(own).tiles == own.built_in
 
 
 def test_a_cached_choice_no_longer_among_the_kernels_choices_is_measured_again(tuner):
     """The cache's entry for one kernel names tiles that are not among its choices now: that
     kernel is measured again, and the other kernels' entries are kept."""
-    name, run = _kernel()
-    first = tuning.choice(name, run)
-    other = tuning.choice("other", blocked.blocked_attention)
+    kernel = _kernel()
+    name = kernel.name
+    first = tuning.choice(kernel)
+    other = tuning.choice(tuning.Kernel("other", blocked.blocked_attention))
     tuning.forget()
-    moved = (tuning.Tiles(8, 16), tuning.Tiles(24, 48))
-    again = tuning.choice(name, run, candidates=moved)
-    assert again.source == "measured now" and again.tiles in moved
+    moved = tuning.Kernel(name, kernel.run, candidates=(tuning.Tiles(8, 16), tuning.Tiles(24, 48)))
+    again = tuning.choice(moved)
+    assert again.source == "measured now" and again.tiles in moved.choices
     assert f"{first.tiles} is not among the choices" in again.note
     tuning.forget()
-    assert tuning.choice(name, run, candidates=moved).source == "cache"
-    kept = tuning.choice("other", blocked.blocked_attention)
+    assert tuning.choice(moved).source == "cache"
+    kept = tuning.choice(tuning.Kernel("other", blocked.blocked_attention))
     assert kept.source == "cache" and kept.tiles == other.tiles
 
 
@@ -194,13 +197,13 @@ def test_small_calls_and_tuning_off_never_measure(tuner, monkeypatch):
     monkeypatch.setenv("QKV_TUNE", "off")
     blocked.blocked_attention(q, k, v)
     assert not tuner.exists()
-    assert tuning.tiles("blocked", blocked.blocked_attention, 1 << 30) == tuning.DEFAULT
-    assert tuning.choice("blocked", blocked.blocked_attention).source == "default (QKV_TUNE=off)"
+    assert tuning.tiles(blocked.TUNED, 1 << 30) == tuning.DEFAULT
+    assert tuning.choice(blocked.TUNED).source == "default (QKV_TUNE=off)"
 
 
 def test_forced_tiles_win_inside_the_block_only(tuner):
     with tuning.forced(tuning.Tiles(3, 5)):
-        assert tuning.tiles("blocked", blocked.blocked_attention, 1 << 30) == tuning.Tiles(3, 5)
+        assert tuning.tiles(blocked.TUNED, 1 << 30) == tuning.Tiles(3, 5)
     assert not tuner.exists()  # forcing measures nothing
 
 

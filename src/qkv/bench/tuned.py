@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from qkv.kernels import blocked, fused, processor, tuning
 
 WHAT = {  # what each kernel's tiles are for
@@ -20,19 +18,13 @@ def report(*, retune: bool = False) -> dict:
     ``retune``: forget the cache first)."""
     if retune:
         tuning.reset()
-    kernels: list[tuple[str, Callable, dict]] = [("blocked", blocked.blocked_attention, {})]
-    if fused.available():  # the strip kernel's rows, then the fused kernel on BLAS's tiles
-        kernels[:0] = [
-            ("strips", fused.fused_attention, fused.strip_tuning()),
-            ("fused", fused.on_blas_tiles, {}),
-        ]
+    kernels = (*fused.tuned(), blocked.TUNED) if fused.available() else (blocked.TUNED,)
     chosen = []
-    for name, run, own in kernels:
-        c = tuning.choice(name, run, **own)
-        default = own.get("default", tuning.DEFAULT)
+    for kernel in kernels:
+        c, default = tuning.choice(kernel), kernel.built_in
         chosen.append(
             {
-                "kernel": name,
+                "kernel": kernel.name,
                 "tiles": {"block_q": c.tiles.block_q, "block_k": c.tiles.block_k},
                 "source": c.source,
                 "spent_s": c.spent_s,

@@ -116,7 +116,7 @@ def fused_attention(
                 units = math.prod(batch) * G
                 chosen = tuning.forced_or(_strip_tiles(units, r * L, workers, scores))
             else:  # measured on this processor (kernels/tuning.py), on BLAS's products
-                chosen = tuning.tiles("fused", on_blas_tiles, scores)
+                chosen = tuning.tiles(ON_BLAS, scores)
             block_q, block_k = block_q or chosen.block_q, block_k or chosen.block_k
         out = blocked.blocked_attention(
             q,
@@ -194,6 +194,13 @@ def fused_attention(
 
 # the fused kernel on BLAS's products everywhere: what the tuner measures its tiles on
 on_blas_tiles = functools.partial(fused_attention, strips=False)
+ON_BLAS = tuning.Kernel("fused", on_blas_tiles)
+
+
+def tuned() -> tuple[tuning.Kernel, ...]:
+    """This module's kernels whose tiles are measured: the strip kernel's rows ("strips"), then
+    the tiles on BLAS's products ("fused"), as ``qkv bench --tune`` lists them."""
+    return strips_kernel(), ON_BLAS
 
 
 class _FusedPlan(blocked._Plan):
@@ -328,29 +335,30 @@ def _by_strips(work, mask, bias, softcap, finite, v) -> bool:
 
 
 @functools.cache  # the same for the whole process: built once, not per call
-def strip_tuning() -> dict:
-    """The strip kernel's own tile choices, as ``tuning.choice`` takes them: its query rows per
-    tile, each with its blocks of keys (``strips_jit.STRIP_KEYS``, not tuned)."""
+def strips_kernel() -> tuning.Kernel:
+    """The strip kernel as the tuner measures it: its own choices of query rows per tile, each
+    with its blocks of keys (``strips_jit.STRIP_KEYS``, not tuned), and its built-in rows."""
     from qkv.kernels import strips_jit
 
     keys = strips_jit.STRIP_KEYS
-    return {
-        "candidates": tuple(tuning.Tiles(n, keys) for n in strips_jit.STRIP_ROW_CHOICES),
-        "default": tuning.Tiles(strips_jit.STRIP_ROWS, keys),
-    }
+    return tuning.Kernel(
+        "strips",
+        fused_attention,
+        candidates=tuple(tuning.Tiles(n, keys) for n in strips_jit.STRIP_ROW_CHOICES),
+        default=tuning.Tiles(strips_jit.STRIP_ROWS, keys),
+    )
 
 
 def _strip_tiles(units: int, rows: int, workers, scores: int) -> tuning.Tiles:
-    """The strip kernel's tiles: the query rows measured on this processor (``strip_tuning``),
+    """The strip kernel's tiles: the query rows measured on this processor (``strips_kernel``),
     halved (down to 128) while the workers would get fewer than 4 tiles each (a causal
     problem's tiles differ in cost: the last one taken must be short); the keys, its blocks."""
-    from qkv.kernels import strips_jit
-
     share = 4 * (workers or default_workers())
-    block_q = tuning.tiles("strips", fused_attention, scores, **strip_tuning()).block_q
+    chosen = tuning.tiles(strips_kernel(), scores)
+    block_q = chosen.block_q
     while block_q > 128 and units * -(-rows // block_q) < share:
         block_q //= 2
-    return tuning.Tiles(block_q, strips_jit.STRIP_KEYS)
+    return tuning.Tiles(block_q, chosen.block_k)
 
 
 def _add_nonfinite(pv, p, vb):

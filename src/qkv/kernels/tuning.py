@@ -1,7 +1,8 @@
 """Tile sizes chosen by measuring on this processor, once, and kept in the user's cache.
 
 The blocked and fused kernels run (block_q query rows × block_k keys) tiles, and the strip
-kernel tiles of block_q rows (its own candidates: ``fused.strip_tuning``). Which size is
+kernel tiles of block_q rows (its own candidates: ``fused.strips_kernel``). Each names itself
+to the tuner as a ``Kernel``: ``blocked.TUNED``, ``fused.tuned()``. Which size is
 fastest depends on the processor (its caches, its vector width, its BLAS kernel), so on first
 use with a problem big enough for tiles to matter, ``choice`` times every candidate on a
 fixed problem (H = 1, T = 4096, d = 64, float32, full and causal, one thread, CPU time so
@@ -16,7 +17,7 @@ again. Measuring takes a few seconds: every candidate runs once, the fastest qua
 more (the best of its runs counts), and the search stops at ``BUDGET_S``.
 
 ``QKV_TUNE=off`` (the test suite sets it) skips all this and uses each kernel's built-in
-tiles (``DEFAULT``; the strip kernel's ``STRIP_ROWS``); ``forced``
+tiles (``Kernel.built_in``: ``DEFAULT``, or the strip kernel's ``STRIP_ROWS``); ``forced``
 imposes tiles for a block of code (the contract suite runs under several); ``reset`` deletes
 the file (``qkv bench --retune``); ``qkv bench --tune`` prints what was chosen and why.
 """
@@ -29,6 +30,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -83,6 +85,29 @@ PROBLEM = {"heads": 1, "T": 4096, "d": 64}
 OFF = ("off", "0", "no", "false")
 ON = ("on", "1", "yes", "true", "")
 
+
+@dataclass(frozen=True)
+class Kernel:
+    """A kernel whose tiles are measured: its name in the cache, the function timed to measure
+    it (called as ``measure`` says), and its own candidates and built-in tiles (None: CANDIDATES
+    and DEFAULT, as they are when asked)."""
+
+    name: str
+    run: Callable = field(compare=False, repr=False)
+    candidates: tuple[Tiles, ...] | None = None
+    default: Tiles | None = None
+
+    @property
+    def choices(self) -> tuple[Tiles, ...]:
+        """The tiles measured for it."""
+        return self.candidates or CANDIDATES
+
+    @property
+    def built_in(self) -> Tiles:
+        """Its tiles without measuring (tuning off, a small call)."""
+        return self.default or DEFAULT
+
+
 _FORCED: contextvars.ContextVar[Tiles | None] = contextvars.ContextVar("qkv_tiles", default=None)
 
 
@@ -116,16 +141,15 @@ def enabled() -> bool:
     return value not in OFF
 
 
-def tiles(kernel: str, run, scores: int, **own) -> Tiles:
-    """The tiles for one call of ``kernel`` (its name; ``run`` the kernel function, called to
-    measure it the first time) on ``scores`` (heads·L·S) scores. own: a kernel's own
-    ``candidates`` and ``default``, as ``choice`` takes them."""
+def tiles(kernel: Kernel, scores: int) -> Tiles:
+    """The tiles for one call of ``kernel`` on ``scores`` (heads·L·S) scores: forced, built in
+    (a small call, tuning off), or ``choice``'s (measured the first time)."""
     forced = _FORCED.get()
     if forced is not None:
         return forced
     if scores < MIN_SCORES or not enabled():
-        return own.get("default") or DEFAULT
-    return choice(kernel, run, **own).tiles
+        return kernel.built_in
+    return choice(kernel).tiles
 
 
 @contextlib.contextmanager
@@ -153,29 +177,22 @@ _lock = threading.Lock()
 _chosen: dict[str, Choice] = {}  # kernel name -> its choice, once known in this process
 
 
-def choice(
-    kernel: str,
-    run,
-    *,
-    budget_s: float | None = None,
-    candidates: tuple[Tiles, ...] | None = None,
-    default: Tiles | None = None,
-) -> Choice:
+def choice(kernel: Kernel, *, budget_s: float | None = None) -> Choice:
     """The tiles for ``kernel``: from this process's memory, else the cache file, else measured
-    now (and written to the file), among ``candidates`` (CANDIDATES unless the kernel has its
-    own; ``default`` its tiles when tuning is off, DEFAULT unless given)."""
+    now among its choices (and written to the file); its built-in tiles when tuning is off."""
+    name = kernel.name
     if not enabled():
-        return Choice(kernel, default or DEFAULT, "default (QKV_TUNE=off)")
+        return Choice(name, kernel.built_in, "default (QKV_TUNE=off)")
     with _lock:
-        if kernel in _chosen:
-            return _chosen[kernel]
+        if name in _chosen:
+            return _chosen[name]
         path = cache_path()
         entries, note = _read(path)
-        entry = entries.get(kernel)
+        entry = entries.get(name)
         if entry is not None:
-            found = _from_entry(kernel, entry)
-            if found is not None and (candidates is None or found.tiles in candidates):
-                _chosen[kernel] = found
+            found = _from_entry(name, entry)
+            if found is not None and found.tiles in kernel.choices:
+                _chosen[name] = found
                 return found
             if found is None:
                 note, entries = "the cache's entry did not parse: measured again", {}
@@ -183,11 +200,11 @@ def choice(
                 note = f"the cache's {found.tiles} is not among the choices: measured again"
         t0 = time.perf_counter()
         budget_s = BUDGET_S if budget_s is None else budget_s
-        table = measure(run, candidates or CANDIDATES, budget_s=budget_s)
-        found = Choice(kernel, table[0][0], "measured now", table, time.perf_counter() - t0, note)
-        entries[kernel] = found.as_json()
+        table = measure(kernel.run, kernel.choices, budget_s=budget_s)
+        found = Choice(name, table[0][0], "measured now", table, time.perf_counter() - t0, note)
+        entries[name] = found.as_json()
         found.note = "; ".join(n for n in (note, _write(path, entries)) if n)
-        _chosen[kernel] = found
+        _chosen[name] = found
         return found
 
 
