@@ -156,13 +156,18 @@ def test_the_strip_kernel_takes_the_rows_it_measured(tuner, monkeypatch):
     assert sorted(t for t, _ in c.table) == sorted(own.choices)
     assert "strips" in json.loads(tuner.read_text())["kernels"]
     monkeypatch.setattr(tuning, "MIN_SCORES", 0)
-    run, seen = blocked.blocked_attention, []
-    spy = lambda *a, **kw: seen.append(kw) or run(*a, **kw)  # noqa: E731
-    monkeypatch.setattr(blocked, "blocked_attention", spy)
+    seen = []
+
+    class Recording(fused._FusedPlan):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            seen.append((args[5], kwargs["own"]))  # (block_q, on the strips) it was given
+
+    monkeypatch.setattr(fused, "_FusedPlan", Recording)
     rng = np.random.default_rng(4)
     q, k, v = (rng.standard_normal((4, 300, 16), dtype=np.float32) for _ in range(3))
     out = fused.fused_attention(q, k, v, causal="bottom-right", scale=0.25, workers=1)
-    assert [kw["block_q"] for kw in seen] == [c.tiles.block_q]
+    assert seen == [(c.tiles.block_q, True)]
     wide = [a.astype(np.float64) for a in (q, k, v)]
     want = qkv.attention(*wide, causal=True, scale=0.25, backend="reference")
     np.testing.assert_allclose(out, want, rtol=0, atol=5e-6)
@@ -213,3 +218,17 @@ def test_bad_setting_and_bad_tiles_are_named(monkeypatch):
         tuning.enabled()
     with pytest.raises(ValueError, match=r"block_k must be an integer in \[1, 65536\], got 0"):
         tuning.Tiles(4, 0)
+
+
+@pytest.mark.skipif(not fused.available(), reason="the strip kernel needs numba")
+def test_the_strip_rows_are_halved_until_every_worker_has_four_tiles(monkeypatch):
+    """Tuning off: the built-in rows, halved while units · tiles per unit < 4 · workers (down to
+    128 rows); forced tiles are taken as they are."""
+    monkeypatch.setenv("QKV_TUNE", "off")
+    rows, keys = fused.strips_kernel().built_in.block_q, fused.strips_kernel().built_in.block_k
+    one_tile = 2**30  # scores: a size the tuner would measure
+    assert fused._strip_tiles(1, 4 * rows, 1, one_tile) == tuning.Tiles(rows, keys)
+    assert fused._strip_tiles(1, 4 * rows, 2, one_tile) == tuning.Tiles(rows // 2, keys)
+    assert fused._strip_tiles(1, 100, 8, one_tile).block_q == 128  # never under 128
+    with tuning.forced(tuning.Tiles(3, 5)):
+        assert fused._strip_tiles(1, 100, 8, one_tile) == tuning.Tiles(3, 5)

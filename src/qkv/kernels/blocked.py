@@ -46,7 +46,9 @@ FIXED_MIN_ROWS = 16  # fewer rows (decoding): the key norms would cost as much a
 PARALLEL_MIN = 1 << 23  # below this many score·feature products (~1 ms) one thread beats two
 
 
-def blocked_attention(q, k, v, *, block_q=None, block_k=None, workers=None, plan=None, **rule):
+def blocked_attention(
+    q, k, v, *, block_q=None, block_k=None, workers=None, plan=None, tiles=None, **rule
+):
     """z = softmax_sink(mask(cap(q·kᵀ·scale/τ) + bias))·v by blocked online softmax, for
     validated NumPy inputs.
 
@@ -58,16 +60,14 @@ def blocked_attention(q, k, v, *, block_q=None, block_k=None, workers=None, plan
     per query head, (H, 1, 1) or (1, 1), joining each row's denominator, or None. workers: threads
     (default: one per CPU, or one for small problems). block_q, block_k: the tile (default: the
     sizes measured fastest on this processor, ``kernels/tuning.py``). plan: the class that runs each tile
-    (``_Plan`` by default; the fused kernel passes its own). Returns (..., [H,] L, d_v) in q's
+    (``_Plan`` by default; the fused kernel passes its own). tiles: what chooses the tile left
+    None, called with (units, rows per unit, workers, scores) once they are known (default:
+    ``tuning.tiles`` for this kernel; the fused kernel passes its own). Returns (..., [H,] L, d_v) in q's
     dtype, or None when a row that sees keys got no weight at all (every score it sees is −inf:
     an infinite input or an overflow), which the reference then decides. The settings (mask …
     sinks, ``rule``) are keywords, named and defaulted as ``checks.Problem`` holds them.
     """
     _, _, _, mask, causal, scale, temperature, softcap, bias, sinks = Problem(q, k, v, **rule)
-    if block_q is None or block_k is None:  # measured on this processor (kernels/tuning.py)
-        scores = q.size // max(1, q.shape[-1]) * k.shape[-2]  # (..., H, L) · S
-        chosen = tuning.tiles(TUNED, scores)
-        block_q, block_k = block_q or chosen.block_q, block_k or chosen.block_k
     work, dtype = (np.float64 if q.dtype == np.float64 else np.float32), q.dtype
     if q.dtype != work:
         q, k, v = (a.astype(work) for a in (q, k, v))  # scores, softmax and sums in float32
@@ -111,6 +111,9 @@ def blocked_attention(q, k, v, *, block_q=None, block_k=None, workers=None, plan
         if workers is None:  # one per CPU, unless the work is too small to share
             small = units.count * r * L * S * (d_k + d_v) < PARALLEL_MIN
             workers = 1 if small else default_workers()
+        if block_q is None or block_k is None:  # measured on this processor (kernels/tuning.py)
+            chosen = (tiles or _measured)(units.count, r * L, workers, units.count * r * L * S)
+            block_q, block_k = block_q or chosen.block_q, block_k or chosen.block_k
         plan = (plan or _Plan)(
             units.count,
             L,
@@ -153,6 +156,11 @@ def blocked_attention(q, k, v, *, block_q=None, block_k=None, workers=None, plan
 
 # its tiles, measured on this processor (the built-in and candidate tiles are the tuner's)
 TUNED = tuning.Kernel("blocked", blocked_attention)
+
+
+def _measured(units: int, rows: int, workers: int, scores: int) -> tuning.Tiles:
+    """This kernel's tiles for ``scores`` scores (``tuning.tiles``; the rest is not used)."""
+    return tuning.tiles(TUNED, scores)
 
 
 def _key_norms(k):

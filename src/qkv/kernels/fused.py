@@ -109,15 +109,6 @@ def fused_attention(
         # masked keys (a mask, or the causal diagonal) may hold anything: check v once
         finite = (mask is None and causal is None) or bool(np.isfinite(v).all())
         own = strips and _by_strips(work, mask, bias, softcap, finite, v4)
-        if block_q is None or block_k is None:
-            scores = q.size // max(1, d_k) * S  # (..., H, L) · S
-            if own:  # the strip kernel's rows per tile (its blocks of keys are its own)
-                batch = np.broadcast_shapes(q4.shape[:-3], k4.shape[:-3], v4.shape[:-3])
-                units = math.prod(batch) * G
-                chosen = tuning.forced_or(_strip_tiles(units, r * L, workers, scores))
-            else:  # measured on this processor (kernels/tuning.py), on BLAS's products
-                chosen = tuning.tiles(ON_BLAS, scores)
-            block_q, block_k = block_q or chosen.block_q, block_k or chosen.block_k
         out = blocked.blocked_attention(
             q,
             k,
@@ -127,6 +118,7 @@ def fused_attention(
             block_q=block_q,
             block_k=block_k,
             plan=functools.partial(_FusedPlan, finite_v=finite, own=own),
+            tiles=_strip_tiles if own else _on_blas_tiles,
         )
         if out is None or vouch and not np.isfinite(out).all():
             return None
@@ -349,16 +341,21 @@ def strips_kernel() -> tuning.Kernel:
     )
 
 
-def _strip_tiles(units: int, rows: int, workers, scores: int) -> tuning.Tiles:
-    """The strip kernel's tiles: the query rows measured on this processor (``strips_kernel``),
-    halved (down to 128) while the workers would get fewer than 4 tiles each (a causal
-    problem's tiles differ in cost: the last one taken must be short); the keys, its blocks."""
-    share = 4 * (workers or default_workers())
+def _on_blas_tiles(units: int, rows: int, workers: int, scores: int) -> tuning.Tiles:
+    """The tiles on BLAS's products, measured on this processor (``ON_BLAS``)."""
+    return tuning.tiles(ON_BLAS, scores)
+
+
+def _strip_tiles(units: int, rows: int, workers: int, scores: int) -> tuning.Tiles:
+    """The strip kernel's tiles for ``units`` units of ``rows`` query rows: the rows measured on
+    this processor (``strips_kernel``), halved (down to 128) while the workers would get fewer
+    than 4 tiles each (a causal problem's tiles differ in cost: the last one taken must be
+    short); the keys, its blocks. Forced tiles (``tuning.forced``) are taken as they are."""
     chosen = tuning.tiles(strips_kernel(), scores)
     block_q = chosen.block_q
-    while block_q > 128 and units * -(-rows // block_q) < share:
+    while block_q > 128 and units * -(-rows // block_q) < 4 * workers:
         block_q //= 2
-    return tuning.Tiles(block_q, chosen.block_k)
+    return tuning.forced_or(tuning.Tiles(block_q, chosen.block_k))
 
 
 def _add_nonfinite(pv, p, vb):
