@@ -232,3 +232,44 @@ def test_the_strip_rows_are_halved_until_every_worker_has_four_tiles(monkeypatch
     assert fused._strip_tiles(1, 100, 8, one_tile).block_q == 128  # never under 128
     with tuning.forced(tuning.Tiles(3, 5)):
         assert fused._strip_tiles(1, 100, 8, one_tile) == tuning.Tiles(3, 5)
+
+
+def test_the_blocked_kernel_asks_for_its_tiles_once_units_and_workers_are_known():
+    """The tiles= hook gets the units (batch · K/V heads, broadcast), the query rows per unit,
+    the workers as they were settled (one for a small call) and the broadcast count of scores;
+    the tiles it returns are the plan's, and the answer stays exact."""
+    asked, seen = [], []
+
+    def hook(units, rows, workers, scores):
+        asked.append((units, rows, workers, scores))
+        return tuning.Tiles(5, 7)
+
+    class Recording(blocked._Plan):
+        def __init__(self, *args):
+            super().__init__(*args)
+            seen.append(args[5:7])  # (block_q, block_k) the plan was given
+
+    rng = np.random.default_rng(5)
+    q = rng.standard_normal((1, 4, 6, 8))  # one batch entry, broadcast against k's three
+    k, v = (rng.standard_normal((3, 2, 11, 8)) for _ in range(2))  # 2 K/V heads: 2 rows each
+    out = blocked.blocked_attention(
+        q, k, v, causal="bottom-right", scale=0.3, tiles=hook, plan=Recording
+    )
+    assert asked == [(3 * 2, 2 * 6, 1, 3 * 2 * 2 * 6 * 11)]
+    assert seen == [(5, 7)]
+    want = qkv.attention(q, k, v, causal=True, scale=0.3, backend="reference")
+    np.testing.assert_allclose(out, want, rtol=0, atol=1e-12)
+    blocked.blocked_attention(q, k, v, block_q=4, block_k=4, tiles=hook)  # both given: not asked
+    assert len(asked) == 1
+
+
+def test_a_cached_choice_outside_the_shared_candidates_is_measured_again(tuner, monkeypatch):
+    """A kernel without candidates of its own takes CANDIDATES as they are now: a cached choice
+    that is no longer among them is measured again."""
+    first = tuning.choice(blocked.TUNED)
+    tuning.forget()
+    others = tuple(t for t in SMALL if t != first.tiles)
+    monkeypatch.setattr(tuning, "CANDIDATES", others)
+    again = tuning.choice(blocked.TUNED)
+    assert again.source == "measured now" and again.tiles in others
+    assert f"{first.tiles} is not among the choices" in again.note

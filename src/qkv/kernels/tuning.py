@@ -142,8 +142,8 @@ def enabled() -> bool:
 
 
 def tiles(kernel: Kernel, scores: int) -> Tiles:
-    """The tiles for one call of ``kernel`` on ``scores`` (heads·L·S) scores: forced, built in
-    (a small call, tuning off), or ``choice``'s (measured the first time)."""
+    """The tiles for one call of ``kernel`` on ``scores`` scores (batch·heads·L·S, broadcast):
+    forced, built in (a small call, tuning off), or ``choice``'s (measured the first time)."""
     forced = _FORCED.get()
     if forced is not None:
         return forced
