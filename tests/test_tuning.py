@@ -222,12 +222,13 @@ def test_bad_setting_and_bad_tiles_are_named(monkeypatch):
 
 @pytest.mark.skipif(not fused.available(), reason="the strip kernel needs numba")
 def test_the_strip_rows_are_halved_until_every_worker_has_four_tiles(monkeypatch):
-    """Tuning off: the built-in rows, halved while units · tiles per unit < 4 · workers (down to
-    128 rows); forced tiles are taken as they are."""
+    """Tuning off: the built-in rows, halved while units · tiles per unit < 4 · workers for two
+    or more workers (down to 128 rows), never for one; forced tiles are taken as they are."""
     monkeypatch.setenv("QKV_TUNE", "off")
     rows, keys = fused.strips_kernel().built_in.block_q, fused.strips_kernel().built_in.block_k
     one_tile = 2**30  # scores: a size the tuner would measure
     assert fused._strip_tiles(1, 4 * rows, 1, one_tile) == tuning.Tiles(rows, keys)
+    assert fused._strip_tiles(1, 100, 1, one_tile) == tuning.Tiles(rows, keys)  # one tile
     assert fused._strip_tiles(1, 4 * rows, 2, one_tile) == tuning.Tiles(rows // 2, keys)
     assert fused._strip_tiles(1, 100, 8, one_tile).block_q == 128  # never under 128
     with tuning.forced(tuning.Tiles(3, 5)):

@@ -7,7 +7,8 @@ from qkv.kernels import blocked, fused, processor, tuning
 
 WHAT = {  # what each kernel's tiles are for
     "strips": " · float32 tiles without a mask, bias or softcap: query rows per tile (fewer"
-    " where the workers would get under 4 tiles each); its keys come in blocks of block_k",
+    " where two or more workers would get under 4 tiles each); its keys come in blocks of"
+    " block_k",
     "fused": " · the tiles on BLAS's products (a mask, a bias, a softcap, float64)",
     "blocked": " · the NumPy kernel",
 }

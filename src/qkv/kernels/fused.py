@@ -348,12 +348,13 @@ def _on_blas_tiles(units: int, rows: int, workers: int, scores: int) -> tuning.T
 
 def _strip_tiles(units: int, rows: int, workers: int, scores: int) -> tuning.Tiles:
     """The strip kernel's tiles for ``units`` units of ``rows`` query rows: the rows measured on
-    this processor (``strips_kernel``), halved (down to 128) while the workers would get fewer
-    than 4 tiles each (a causal problem's tiles differ in cost: the last one taken must be
-    short); the keys, its blocks. Forced tiles (``tuning.forced``) are taken as they are."""
+    this processor (``strips_kernel``), halved (down to 128) while two or more workers would
+    get fewer than 4 tiles each (a causal problem's tiles differ in cost: the last one taken
+    must be short; one worker gains nothing from more tiles, and each costs its setup); the
+    keys, its blocks. Forced tiles (``tuning.forced``) are taken as they are."""
     chosen = tuning.tiles(strips_kernel(), scores)
     block_q = chosen.block_q
-    while block_q > 128 and units * -(-rows // block_q) < 4 * workers:
+    while workers > 1 and block_q > 128 and units * -(-rows // block_q) < 4 * workers:
         block_q //= 2
     return tuning.forced_or(tuning.Tiles(block_q, chosen.block_k))
 
