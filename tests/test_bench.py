@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from qkv.bench import pinned
 from qkv.bench.peers import PEERS, TORCH_PEERS, Config, float64_reference, inputs
 from qkv.cli.bench import bench
-from qkv.kernels import fused, processor, tuning
+from qkv.kernels import decode_blas, fused, processor, tuning
 from qkv.kernels.threads import default_workers, single_threaded_blas
 
 
@@ -320,9 +320,14 @@ def test_tune_measures_once_then_reads_the_cache(tmp_path, monkeypatch):
     assert [k["source"] for k in first["kernels"]] == ["measured now"] * len(first["kernels"])
     assert [k["source"] for k in again["kernels"]] == ["cache"] * len(first["kernels"])
     assert [k["tiles"] for k in again["kernels"]] == [k["tiles"] for k in first["kernels"]]
+    tuned = fused.tuned() if fused.available() else ()
+    problems = {k["kernel"]: k["problem"] for k in first["kernels"]}
+    assert problems["blocked"] == tuning.problem_text()
+    if fused.available():  # the decoding choice is timed on decoding steps, and says so
+        assert problems["decode"] == decode_blas.STEPS != problems["blocked"]
     for k in first["kernels"]:
         sizes = [(row["block_q"], row["block_k"]) for row in k["table"]]
-        own = fused.strips_kernel().choices if k["kernel"] == "strips" else None
+        own = {t.name: t.candidates for t in tuned}.get(k["kernel"])
         want = [(t.block_q, t.block_k) for t in own] if own else [(16, 32), (256, 512)]
         assert sorted(sizes) == sorted(want)
         assert (k["tiles"]["block_q"], k["tiles"]["block_k"]) == sizes[0]  # the fastest

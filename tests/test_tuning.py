@@ -274,3 +274,45 @@ def test_a_cached_choice_outside_the_shared_candidates_is_measured_again(tuner, 
     again = tuning.choice(blocked.TUNED)
     assert again.source == "measured now" and again.tiles in others
     assert f"{first.tiles} is not among the choices" in again.note
+
+
+@pytest.mark.skipif(not fused.available(), reason="the decode loop needs numba")
+def test_a_decoding_step_reads_a_contiguous_cache_as_measured_and_a_view_through_blas(
+    tuner, monkeypatch
+):
+    """Every row sees every key of a cache of 600 keys: the tuner's "decode" choice (here the
+    compiled loop, by a timer that favours it) decides for a contiguous cache; a view into a
+    longer buffer (which the loop would copy) and tuning off take BLAS. Each answer matches
+    float64."""
+    from qkv.kernels import decode_blas
+
+    timed = []
+
+    def timer(run, t):
+        timed.append(t)
+        return 1.0 if t.block_k == decode_blas.DECODE_BLAS_KEYS else 0.5
+
+    choices = decode_blas.CHOICES
+    decode = tuning.Kernel("decode", fused.fused_attention, choices, choices[0], timer)
+    monkeypatch.setattr(fused, "DECODE", decode)
+    monkeypatch.setattr(tuning, "MIN_SCORES", 0)
+    steps, step = [], decode_blas.step
+    monkeypatch.setattr(decode_blas, "step", lambda *a: steps.append(1) or step(*a))
+    rng = np.random.default_rng(6)
+    q = rng.standard_normal((1, 4, 1, 16), dtype=np.float32)
+    buffer = rng.standard_normal((2, 1, 2, 800, 16), dtype=np.float32)  # (k|v, B, G, cap, d)
+    view = buffer[:, :, :, :600]  # a cache's first 600 keys: not contiguous
+    whole = np.ascontiguousarray(view)
+
+    def check(k, v):
+        out = fused.fused_attention(q, k, v, causal="bottom-right", scale=0.25)
+        wide = [a.astype(np.float64) for a in (q, k, v)]
+        want = qkv.attention(*wide, causal=True, scale=0.25, backend="reference")
+        np.testing.assert_allclose(out, want, rtol=0, atol=2e-6)
+        return len(steps)
+
+    assert check(*whole) == 0 and timed  # measured, and the loop ran
+    assert tuning.choice(decode).tiles.block_k == decode_blas.DECODE_LOOP_KEYS
+    assert check(*view) == 1  # a view: BLAS, whatever was measured
+    monkeypatch.setenv("QKV_TUNE", "off")
+    assert check(*whole) == 2  # the built-in rule: BLAS from 512 keys

@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
-from qkv.kernels import blocked, fused, processor, tuning
+from qkv.kernels import blocked, decode_blas, fused, processor, tuning
 
 WHAT = {  # what each kernel's tiles are for
     "strips": " · float32 tiles without a mask, bias or softcap: query rows per tile (fewer"
     " where two or more workers would get under 4 tiles each); its keys come in blocks of"
     " block_k",
     "fused": " · the tiles on BLAS's products (a mask, a bias, a softcap, float64)",
+    "decode": " · one-token steps against a contiguous cache: BLAS's products from block_k"
+    f" keys up, the compiled loop below ({decode_blas.DECODE_LOOP_KEYS}: the loop throughout)",
     "blocked": " · the NumPy kernel",
 }
 
@@ -26,6 +28,7 @@ def report(*, retune: bool = False) -> dict:
         chosen.append(
             {
                 "kernel": kernel.name,
+                "problem": kernel.measured_on,
                 "tiles": {"block_q": c.tiles.block_q, "block_k": c.tiles.block_k},
                 "source": c.source,
                 "spent_s": c.spent_s,
@@ -65,7 +68,7 @@ def render(report_: dict, console) -> None:
             console.print(f"  the built-in tiles {_tiles(k['default'])} (nothing measured)")
             continue
         best = k["table"][0]["cpu_s"]
-        why = f"  why: the least CPU time on {report_['problem']}"
+        why = f"  why: the least CPU time on {k['problem']}"
         if k["default_cpu_s"] is not None:
             slower = 100 * (k["default_cpu_s"] / best - 1)
             why += f"; the built-in {_tiles(k['default'])} took {slower:+.0f}%"

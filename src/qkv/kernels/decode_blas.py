@@ -1,15 +1,52 @@
 """A decoding step through BLAS: query rows that see every key of a long cache (``kernels/fused.py``
-sends them here). Scores by BLAS, the fused kernel's compiled row update on them, p·v by BLAS:
+sends them here, from DECODE_BLAS_KEYS keys, or from as many as ``blas_from`` measured on this
+processor). Scores by BLAS, the fused kernel's compiled row update on them, p·v by BLAS:
 K and V read once each, at BLAS's speed, in one compiled call that calls NumPy's BLAS itself
 (``kernels/decode_jit.py``); through NumPy's matmul where that BLAS cannot be reached."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
-from qkv.kernels import compiled
+from qkv.kernels import compiled, tuning
 
 BLOCK = 16384  # keys per matmul through NumPy (4,096: 9% slower at 16,384 keys)
+DECODE_BLAS_KEYS = 512  # built in: from this many keys, BLAS instead of the fused decode loop
+DECODE_LOOP_KEYS = 1 << 16  # the tuner's other choice for a contiguous cache: the loop up to here
+
+
+# the tuner's choices for a contiguous cache (``fused.DECODE``): BLAS from DECODE_BLAS_KEYS keys,
+# or the fused kernel's compiled loop up to DECODE_LOOP_KEYS (which is faster depends on the
+# processor)
+CHOICES = (tuning.Tiles(1, DECODE_BLAS_KEYS), tuning.Tiles(1, DECODE_LOOP_KEYS))
+STEPS = "16 one-token steps, H=12, 4096 keys, d=64 float32, 1 thread, CPU time"
+
+
+def time_steps(run, t: tuning.Tiles) -> float:
+    """CPU seconds of ``STEPS`` by ``run`` (the fused kernel) through BLAS from t.block_k keys
+    (its decode loop below), on a contiguous cache."""
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((12, 1, 64), dtype=np.float32)
+    k, v = (rng.standard_normal((12, 4096, 64), dtype=np.float32) for _ in range(2))
+    t0 = time.thread_time()
+    for _ in range(16):
+        run(q, k, v, causal="bottom-right", scale=0.125, workers=1, blas_keys=t.block_k)
+    return time.thread_time() - t0
+
+
+def blas_from(ks, vs, reads: int, kernel: tuning.Kernel) -> int:
+    """Keys from which a decoding step whose rows see every key reads K and V through BLAS:
+    measured on this processor (``kernel``'s choice) for a contiguous cache with ``reads``
+    (key and value numbers read) big enough to matter; DECODE_BLAS_KEYS otherwise (tuning off,
+    a short cache, or a view into a longer buffer, which the loop would copy). Forced tiles
+    (``tuning.forced``) are for the tile kernels and do not apply here."""
+    if ks.shape[-2] < DECODE_BLAS_KEYS or reads < tuning.MIN_SCORES or not tuning.enabled():
+        return DECODE_BLAS_KEYS
+    if not (ks.flags.c_contiguous and vs.flags.c_contiguous):
+        return DECODE_BLAS_KEYS
+    return tuning.choice(kernel).tiles.block_k
 
 
 def step(qs, ks, vs, out):

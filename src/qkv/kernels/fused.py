@@ -66,7 +66,6 @@ LOG2E = 1.4426950408889634
 DECODE_ROWS = 8  # up to this many query rows per K/V head: the decode loop, no BLAS
 DECODE_BLOCK = 256  # keys per block in the decode loop (scores of a block stay in L1)
 PARALLEL_MIN = 1 << 21  # decode: below this many key·feature reads, one thread
-DECODE_BLAS_KEYS = 512  # decode against at least this many keys: BLAS instead of the loop
 DIAGONAL_PIECES = 2  # row pieces of a causal diagonal block (measured: 1 to 4 within 1%)
 
 
@@ -81,7 +80,17 @@ def available() -> bool:
 
 
 def fused_attention(
-    q, k, v, *, workers=None, block_q=None, block_k=None, vouch=False, strips=True, **rule
+    q,
+    k,
+    v,
+    *,
+    workers=None,
+    block_q=None,
+    block_k=None,
+    vouch=False,
+    strips=True,
+    blas_keys=None,
+    **rule,
 ):
     """z = softmax_sink(mask(cap(q·kᵀ·scale/τ) + bias))·v with a compiled pass per tile, for
     validated NumPy inputs: q (..., [H,] L, d_k), k (..., [G,] S, d_k), v (..., [G,] S, d_v),
@@ -94,7 +103,9 @@ def fused_attention(
     decoding step learns it from its compiled pass, without another look at the output.
     strips=False: BLAS's matrix products on every tile, also where the strip kernel applies
     (the tuner measures the "fused" entry's tiles on those; the strip kernel's rows, "strips",
-    with strips=True)."""
+    with strips=True). blas_keys: a decoding step where every row sees every key reads K and V
+    through BLAS from this many keys up, through the compiled loop below (default:
+    ``decode_blas.blas_from``)."""
     _, _, _, mask, causal, scale, temperature, softcap, bias, sinks = Problem(q, k, v, **rule)
     dtype, work = q.dtype, (np.float64 if q.dtype == np.float64 else np.float32)
     if not q.dtype == k.dtype == v.dtype == work:  # float16: float32
@@ -141,8 +152,10 @@ def fused_attention(
         ms = np.broadcast_to(mm, (*batch, G, r, L, S)).reshape(U, r * L, S)
     out = np.empty((U, r * L, d_v), dtype=work)  # every row written
     offset = S - L if causal == "bottom-right" else 0
-    # every row sees every key (no mask; causal hides nothing): BLAS reads K and V
-    blas = mask is None and (causal is None or offset + 1 >= S) and S >= DECODE_BLAS_KEYS
+    # every row sees every key (no mask; causal hides nothing): BLAS may read K and V
+    blas = mask is None and (causal is None or offset + 1 >= S)
+    if blas:  # from how many keys (a short cache: the loop)
+        blas = S >= (blas_keys or decode_blas.blas_from(ks, vs, U * S * (d_k + d_v), DECODE))
     if not blas:  # the loop's dot products vectorise on contiguous rows only: a cache's view
         # (the first S rows of a longer buffer) is copied, which costs less than strided loops
         ks, vs = (compiled.read_only(np.ascontiguousarray(a)) for a in (ks, vs))
@@ -190,9 +203,21 @@ ON_BLAS = tuning.Kernel("fused", on_blas_tiles)
 
 
 def tuned() -> tuple[tuning.Kernel, ...]:
-    """This module's kernels whose tiles are measured: the strip kernel's rows ("strips"), then
-    the tiles on BLAS's products ("fused"), as ``qkv bench --tune`` lists them."""
-    return strips_kernel(), ON_BLAS
+    """This module's kernels whose tiles are measured: the strip kernel's rows ("strips"), the
+    tiles on BLAS's products ("fused"), and where a decoding step leaves its loop for BLAS
+    ("decode"), as ``qkv bench --tune`` lists them."""
+    return strips_kernel(), ON_BLAS, DECODE
+
+
+# where a decoding step against a contiguous cache leaves its loop for BLAS (decode_blas.py)
+DECODE = tuning.Kernel(
+    "decode",
+    fused_attention,
+    candidates=decode_blas.CHOICES,
+    default=decode_blas.CHOICES[0],
+    timer=decode_blas.time_steps,
+    problem=decode_blas.STEPS,
+)
 
 
 class _FusedPlan(blocked._Plan):

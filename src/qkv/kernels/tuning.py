@@ -90,12 +90,23 @@ ON = ("on", "1", "yes", "true", "")
 class Kernel:
     """A kernel whose tiles are measured: its name in the cache, the function timed to measure
     it (called as ``measure`` says), and its own candidates and built-in tiles (None: CANDIDATES
-    and DEFAULT, as they are when asked)."""
+    and DEFAULT, as they are when asked). timer: for a kernel measured on a problem of its
+    own, ``timer(run, tiles)`` -> CPU seconds instead of ``measure``'s attention problem;
+    problem: what it times, in words."""
 
     name: str
     run: Callable = field(compare=False, repr=False)
     candidates: tuple[Tiles, ...] | None = None
     default: Tiles | None = None
+    timer: Callable[[Callable, Tiles], float] | None = field(
+        default=None, compare=False, repr=False
+    )
+    problem: str | None = None
+
+    @property
+    def measured_on(self) -> str:
+        """The problem its tiles are measured on, in words."""
+        return self.problem or problem_text()
 
     @property
     def choices(self) -> tuple[Tiles, ...]:
@@ -124,10 +135,10 @@ class Choice:
     spent_s: float = 0.0  # seconds the measuring took
     note: str = ""  # e.g. why the cache was rejected, or could not be written
 
-    def as_json(self) -> dict:
+    def as_json(self, problem: str) -> dict:
         return {
             **asdict(self.tiles),
-            "problem": problem_text(),
+            "problem": problem,
             "spent_s": round(self.spent_s, 3),
             "table": [{**asdict(t), "cpu_s": s} for t, s in self.table],
         }
@@ -200,9 +211,9 @@ def choice(kernel: Kernel, *, budget_s: float | None = None) -> Choice:
                 note = f"the cache's {found.tiles} is not among the choices: measured again"
         t0 = time.perf_counter()
         budget_s = BUDGET_S if budget_s is None else budget_s
-        table = measure(kernel.run, kernel.choices, budget_s=budget_s)
+        table = measure(kernel.run, kernel.choices, budget_s=budget_s, timer=kernel.timer)
         found = Choice(name, table[0][0], "measured now", table, time.perf_counter() - t0, note)
-        entries[name] = found.as_json()
+        entries[name] = found.as_json(kernel.measured_on)
         found.note = "; ".join(n for n in (note, _write(path, entries)) if n)
         _chosen[name] = found
         return found
@@ -222,10 +233,13 @@ def reset() -> None:
             cache_path().unlink()
 
 
-def measure(run, candidates, *, budget_s: float, rounds: int = 3, **problem) -> list:
+def measure(run, candidates, *, budget_s: float, rounds: int = 3, timer=None, **problem) -> list:
     """[(Tiles, seconds)] fastest first: CPU seconds of one full and one causal attention of
-    ``run`` (q, k, v, causal=, scale=, workers=1, block_q=, block_k=) on the tuning problem,
-    the best of up to ``rounds`` rounds; after the first round only the fastest quarter stays."""
+    ``run`` (q, k, v, causal=, scale=, workers=1, block_q=, block_k=) on the tuning problem
+    (or ``timer(run, tiles)``'s seconds), the best of up to ``rounds`` rounds; after the first
+    round only the fastest quarter stays."""
+    if timer is not None:
+        return _rounds(lambda t: timer(run, t), candidates, budget_s, rounds)
     size = {**PROBLEM, **problem}
     rng = np.random.default_rng(0)
     q, k, v = (
@@ -242,7 +256,12 @@ def measure(run, candidates, *, budget_s: float, rounds: int = 3, **problem) -> 
             )
         return time.thread_time() - t0
 
-    timed(DEFAULT)  # warm-up: compiled code loaded, buffers and pages touched
+    return _rounds(timed, candidates, budget_s, rounds)
+
+
+def _rounds(timed, candidates, budget_s: float, rounds: int) -> list:
+    """``measure``'s rounds: every candidate timed once, then the fastest quarter again."""
+    timed(candidates[0])  # warm-up: compiled code loaded, buffers and pages touched
     deadline = time.perf_counter() + budget_s
     best: dict[Tiles, float] = {}
     alive = list(candidates)
