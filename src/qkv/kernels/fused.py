@@ -26,11 +26,13 @@ max|q_i|·max|k_j| shows that no score can overflow 2^s (the blocked kernel's bo
 and the pass is one exp2 loop per row (no max, no rescaling).
 
 A one-query step against a cache (decoding, up to DECODE_ROWS rows per K/V head) where every
-row sees every key of a long cache reads K and V once each through BLAS, with the same
+row sees every key of a long cache may read K and V once each through BLAS, with the same
 compiled row update in between (``kernels/decode_blas.py``: memory-bound, as fast as the
 matrix-vector products themselves, which BLAS spreads over its own threads); otherwise (a
 mask, a diagonal, a short cache) one compiled loop per K/V head reads each key and value once
-for all the query heads that share it, and never a masked one.
+for all the query heads that share it, and never a masked one. Which of the two reads a long
+contiguous cache faster depends on the processor: it is measured on first use (``DECODE``);
+a view into a longer buffer, which the loop would copy, takes BLAS.
 
 The optional steps: the bias is added inside the compiled pass, before the row max, on the
 keys a row may see (+ bias·log₂e from the tile's slice of the broadcast bias, an extra
