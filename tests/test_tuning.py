@@ -316,3 +316,15 @@ def test_a_decoding_step_reads_a_contiguous_cache_as_measured_and_a_view_through
     assert check(*view) == 1  # a view: BLAS, whatever was measured
     monkeypatch.setenv("QKV_TUNE", "off")
     assert check(*whole) == 2  # the built-in rule: BLAS from 512 keys
+
+
+def test_a_cached_choice_timed_on_another_problem_is_measured_again(tuner):
+    kernel = _kernel()
+    tuning.choice(kernel)
+    saved = json.loads(tuner.read_text())
+    saved["kernels"][kernel.name]["problem"] = "some other problem"
+    tuner.write_text(json.dumps(saved))
+    tuning.forget()
+    c = tuning.choice(kernel)
+    assert c.source == "measured now" and "another problem" in c.note
+    assert json.loads(tuner.read_text())["kernels"][kernel.name]["problem"] == kernel.measured_on

@@ -11,7 +11,8 @@ WHAT = {  # what each kernel's tiles are for
     " block_k",
     "fused": " · the tiles on BLAS's products (a mask, a bias, a softcap, float64)",
     "decode": " · one-token steps against a contiguous cache: BLAS's products from block_k"
-    f" keys up, the compiled loop below ({decode_blas.DECODE_LOOP_KEYS}: the loop throughout)",
+    f" keys up, the compiled loop below ({decode_blas.DECODE_LOOP_KEYS}: the loop for any shorter"
+    " cache)",
     "blocked": " · the NumPy kernel",
 }
 

@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 
+from qkv.blas import single_threaded_blas
 from qkv.kernels import compiled, tuning
 
 BLOCK = 16384  # keys per matmul through NumPy (4,096: 9% slower at 16,384 keys)
@@ -26,23 +27,25 @@ STEPS = "16 one-token steps, H=12, 4096 keys, d=64 float32, 1 thread, CPU time"
 
 def time_steps(run, t: tuning.Tiles) -> float:
     """CPU seconds of ``STEPS`` by ``run`` (the fused kernel) through BLAS from t.block_k keys
-    (its decode loop below), on a contiguous cache."""
+    (its decode loop below), on a contiguous cache; BLAS on this thread alone, so that its CPU
+    time is all counted."""
     rng = np.random.default_rng(0)
     q = rng.standard_normal((12, 1, 64), dtype=np.float32)
     k, v = (rng.standard_normal((12, 4096, 64), dtype=np.float32) for _ in range(2))
-    t0 = time.thread_time()
-    for _ in range(16):
-        run(q, k, v, causal="bottom-right", scale=0.125, workers=1, blas_keys=t.block_k)
-    return time.thread_time() - t0
+    with single_threaded_blas():
+        t0 = time.thread_time()
+        for _ in range(16):
+            run(q, k, v, causal="bottom-right", scale=0.125, workers=1, blas_keys=t.block_k)
+        return time.thread_time() - t0
 
 
-def blas_from(ks, vs, reads: int, kernel: tuning.Kernel) -> int:
+def blas_from(ks, vs, kernel: tuning.Kernel) -> int:
     """Keys from which a decoding step whose rows see every key reads K and V through BLAS:
-    measured on this processor (``kernel``'s choice) for a contiguous cache with ``reads``
-    (key and value numbers read) big enough to matter; DECODE_BLAS_KEYS otherwise (tuning off,
-    a short cache, or a view into a longer buffer, which the loop would copy). Forced tiles
-    (``tuning.forced``) are for the tile kernels and do not apply here."""
-    if ks.shape[-2] < DECODE_BLAS_KEYS or reads < tuning.MIN_SCORES or not tuning.enabled():
+    measured on this processor (``kernel``'s choice) for a contiguous cache of DECODE_BLAS_KEYS
+    keys or more; DECODE_BLAS_KEYS otherwise (tuning off, a short cache, or a view into a longer
+    buffer, which the loop would copy). Forced tiles (``tuning.forced``) are for the tile kernels
+    and do not apply here."""
+    if ks.shape[-2] < DECODE_BLAS_KEYS or not tuning.enabled():
         return DECODE_BLAS_KEYS
     if not (ks.flags.c_contiguous and vs.flags.c_contiguous):
         return DECODE_BLAS_KEYS

@@ -157,7 +157,7 @@ def fused_attention(
     # every row sees every key (no mask; causal hides nothing): BLAS may read K and V
     blas = mask is None and (causal is None or offset + 1 >= S)
     if blas:  # from how many keys (a short cache: the loop)
-        blas = S >= (blas_keys or decode_blas.blas_from(ks, vs, U * S * (d_k + d_v), DECODE))
+        blas = S >= (blas_keys or decode_blas.blas_from(ks, vs, DECODE))
     if not blas:  # the loop's dot products vectorise on contiguous rows only: a cache's view
         # (the first S rows of a longer buffer) is copied, which costs less than strided loops
         ks, vs = (compiled.read_only(np.ascontiguousarray(a)) for a in (ks, vs))

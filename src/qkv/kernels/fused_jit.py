@@ -292,11 +292,10 @@ def tile(s, m, ell, acc, pos, j0, diagonal, offset, seen, has_mask, bias, has_bi
 
 @numba.njit(_signatures("decode"), **OPTS)
 def decode(q, k, v, seen, has_mask, L, causal, offset, out):
-    """Attention for a few query rows per K/V head, reading each key and value once.
-
-    q (U, n, d_k) times scale/τ·log₂e, k (U, S, d_k), v (U, S, d_v), seen (U, n, S) the
-    mask when has_mask, out (U, n, d_v). Row i is query i % L (rows are r heads × L); with
-    ``causal`` it sees keys j ≤ i % L + offset. A masked or hidden key is never read."""
+    """Attention for a few query rows per K/V head, reading each key and value once: q (U, n,
+    d_k) times scale/τ·log₂e, k (U, S, d_k), v (U, S, d_v), seen (U, n, S) the mask when
+    has_mask, out (U, n, d_v). Row i is query i % L (rows are r heads × L); with ``causal`` it
+    sees keys j ≤ i % L + offset. A masked or hidden key is never read."""
     full_width()
     U, n, d = q.shape
     S, d_v = k.shape[1], v.shape[2]
@@ -305,6 +304,7 @@ def decode(q, k, v, seen, has_mask, L, causal, offset, out):
     m = np.empty(n, q.dtype)
     ell = np.empty(n, q.dtype)
     acc = np.empty((n, d_v), q.dtype)
+    blk = np.empty((n, d_v), q.dtype)  # a block's p·v, added to acc whole: fewer roundings
     hi = np.empty(n, np.int64)
     visible = np.empty(n, np.int64)  # keys each row sees
     zero = np.zeros(1, q.dtype)[0]  # sums stay in q's dtype
@@ -337,13 +337,15 @@ def decode(q, k, v, seen, has_mask, L, causal, offset, out):
                     for c in range(d_v):
                         acc[i, c] *= alpha
                 m[i] = m_new
+            blk[:] = 0.0
             for j in range(nb):  # p·v: each value read once, only where it is visible
                 for i in range(n):
                     if j0 + j < hi[i] and (not has_mask or sa[i, j0 + j]):
                         visible[i] += 1
                         p = s[i, j]
                         for c in range(d_v):
-                            acc[i, c] += p * v[a, j0 + j, c]
+                            blk[i, c] += p * v[a, j0 + j, c]
+            acc += blk
         for i in range(n):
             # a +inf score, or a row that sees keys but summed no weight (every score −inf):
             # NaN, so that the reference decides (kernels/dispatch.py)

@@ -41,7 +41,7 @@ from qkv.kernels import processor
 FORMAT = 1  # the file's layout; a file of another format is measured again
 # the kernels' inner loops: raised when they change, so tiles chosen for the old ones are
 # measured again rather than kept
-KERNELS = 5
+KERNELS = 6
 
 
 @dataclass(frozen=True, order=True)
@@ -202,11 +202,14 @@ def choice(kernel: Kernel, *, budget_s: float | None = None) -> Choice:
         entry = entries.get(name)
         if entry is not None:
             found = _from_entry(name, entry)
-            if found is not None and found.tiles in kernel.choices:
+            same = isinstance(entry, dict) and entry.get("problem") == kernel.measured_on
+            if found is not None and found.tiles in kernel.choices and same:
                 _chosen[name] = found
                 return found
             if found is None:
                 note, entries = "the cache's entry did not parse: measured again", {}
+            elif not same:  # its timer's problem changed since: this entry alone is measured again
+                note = "the cache's entry was measured on another problem: measured again"
             else:  # the kernel's choices changed since: this entry alone is measured again
                 note = f"the cache's {found.tiles} is not among the choices: measured again"
         t0 = time.perf_counter()
