@@ -302,6 +302,8 @@ def test_tune_with_tuning_off_shows_the_built_in_tiles():
         text = " ".join(result.output.split())
         rows = f"{strips_jit.STRIP_ROWS}×{strips_jit.STRIP_KEYS}"
         assert f"strips: block_q × block_k = {rows} (default (QKV_TUNE=off))" in text
+        # the decoding choice in its own words: where it leaves its loop for BLAS
+        assert "decode: BLAS from 512 keys (default (QKV_TUNE=off))" in text
 
 
 def test_tune_measures_once_then_reads_the_cache(tmp_path, monkeypatch):

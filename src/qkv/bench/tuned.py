@@ -10,9 +10,9 @@ WHAT = {  # what each kernel's tiles are for
     " where two or more workers would get under 4 tiles each); its keys come in blocks of"
     " block_k",
     "fused": " · the tiles on BLAS's products (a mask, a bias, a softcap, float64)",
-    "decode": " · one-token steps against a contiguous cache: BLAS's products from block_k"
-    f" keys up, the compiled loop below ({decode_blas.DECODE_LOOP_KEYS}: the loop for any shorter"
-    " cache)",
+    "decode": " · one-token steps whose rows see every key of a contiguous cache of"
+    f" {decode_blas.DECODE_BLAS_KEYS} keys or more: the fused kernel's compiled loop or BLAS's"
+    " products",
     "blocked": " · the NumPy kernel",
 }
 
@@ -59,27 +59,32 @@ def render(report_: dict, console) -> None:
     for k in report_["kernels"]:
         t = k["tiles"]
         spent = f" in {k['spent_s']:.1f} s" if k["source"] != "cache" and k["table"] else ""
+        name = k["kernel"]
+        tiles = name != "decode"
         console.print(
-            f"[bold]{k['kernel']}[/]: block_q × block_k = {t['block_q']}×{t['block_k']} "
-            f"({k['source']}{spent}){WHAT.get(k['kernel'], '')}"
+            f"[bold]{name}[/]: {'block_q × block_k = ' if tiles else ''}{_choice(name, t)} "
+            f"({k['source']}{spent}){WHAT.get(name, '')}"
         )
         if k["note"]:
             console.print(f"  [yellow]{escape(k['note'])}[/]")
+        built_in = _choice(name, k["default"])
         if not k["table"]:
-            console.print(f"  the built-in tiles {_tiles(k['default'])} (nothing measured)")
+            console.print(
+                f"  the built-in {'tiles ' if tiles else ''}{built_in} (nothing measured)"
+            )
             continue
         best = k["table"][0]["cpu_s"]
         why = f"  why: the least CPU time on {k['problem']}"
         if k["default_cpu_s"] is not None:
             slower = 100 * (k["default_cpu_s"] / best - 1)
-            why += f"; the built-in {_tiles(k['default'])} took {slower:+.0f}%"
+            why += f"; the built-in {built_in} took {slower:+.0f}%"
         console.print(why)
         table = Table(box=None, padding=(0, 2))
-        for name in ("block_q × block_k", "CPU ms", "vs chosen"):
-            table.add_column(name, justify="right")
+        for column in ("block_q × block_k" if tiles else "choice", "CPU ms", "vs chosen"):
+            table.add_column(column, justify="right")
         for row in k["table"]:
             table.add_row(
-                f"{row['block_q']}×{row['block_k']}",
+                _choice(name, row),
                 f"{row['cpu_s'] * 1e3:.1f}",
                 f"{100 * (row['cpu_s'] / best - 1):+.1f}%",
             )
@@ -90,5 +95,10 @@ def render(report_: dict, console) -> None:
     )
 
 
-def _tiles(t: dict) -> str:
-    return f"{t['block_q']}×{t['block_k']}"
+def _choice(kernel: str, t: dict) -> str:
+    """A choice as its kernel means it: tiles, or where decoding leaves its loop for BLAS."""
+    if kernel != "decode":
+        return f"{t['block_q']}×{t['block_k']}"
+    if t["block_k"] >= decode_blas.DECODE_LOOP_KEYS:
+        return f"the loop (up to {decode_blas.DECODE_LOOP_KEYS - 1:,} keys)"
+    return f"BLAS from {t['block_k']:,} keys"
