@@ -288,9 +288,12 @@ def test_a_decoding_step_reads_a_contiguous_cache_as_measured_and_a_view_through
 
     timed = []
 
-    def timer(run, t):
-        timed.append(t)
-        return 1.0 if t.block_k == decode_blas.DECODE_BLAS_KEYS else 0.5
+    def timer(run):
+        def seconds(t):
+            timed.append(t)
+            return 1.0 if t.block_k == decode_blas.DECODE_BLAS_KEYS else 0.5
+
+        return seconds
 
     choices = decode_blas.CHOICES
     decode = tuning.Kernel("decode", fused.fused_attention, choices, choices[0], timer)

@@ -30,15 +30,14 @@ def report(*, retune: bool = False) -> dict:
             {
                 "kernel": kernel.name,
                 "problem": kernel.measured_on,
-                "tiles": {"block_q": c.tiles.block_q, "block_k": c.tiles.block_k},
+                "tiles": _entry(kernel, c.tiles),
+                "column": "choice" if kernel.describe else "block_q × block_k",
                 "source": c.source,
                 "spent_s": c.spent_s,
                 "note": c.note,
-                "default": {"block_q": default.block_q, "block_k": default.block_k},
+                "default": _entry(kernel, default),
                 "default_cpu_s": dict(c.table).get(default),
-                "table": [
-                    {"block_q": t.block_q, "block_k": t.block_k, "cpu_s": s} for t, s in c.table
-                ],
+                "table": [{**_entry(kernel, t), "cpu_s": s} for t, s in c.table],
             }
         )
     return {
@@ -59,32 +58,29 @@ def render(report_: dict, console) -> None:
     for k in report_["kernels"]:
         t = k["tiles"]
         spent = f" in {k['spent_s']:.1f} s" if k["source"] != "cache" and k["table"] else ""
-        name = k["kernel"]
-        tiles = name != "decode"
+        tiles = k["column"] == "block_q × block_k"  # else a choice in its own words
         console.print(
-            f"[bold]{name}[/]: {'block_q × block_k = ' if tiles else ''}{_choice(name, t)} "
-            f"({k['source']}{spent}){WHAT.get(name, '')}"
+            f"[bold]{k['kernel']}[/]: {'block_q × block_k = ' if tiles else ''}{t['label']} "
+            f"({k['source']}{spent}){WHAT.get(k['kernel'], '')}"
         )
         if k["note"]:
             console.print(f"  [yellow]{escape(k['note'])}[/]")
-        built_in = _choice(name, k["default"])
+        built_in = f"{'tiles ' if tiles else ''}{k['default']['label']}"
         if not k["table"]:
-            console.print(
-                f"  the built-in {'tiles ' if tiles else ''}{built_in} (nothing measured)"
-            )
+            console.print(f"  the built-in {built_in} (nothing measured)")
             continue
         best = k["table"][0]["cpu_s"]
         why = f"  why: the least CPU time on {k['problem']}"
         if k["default_cpu_s"] is not None:
             slower = 100 * (k["default_cpu_s"] / best - 1)
-            why += f"; the built-in {built_in} took {slower:+.0f}%"
+            why += f"; the built-in {k['default']['label']} took {slower:+.0f}%"
         console.print(why)
         table = Table(box=None, padding=(0, 2))
-        for column in ("block_q × block_k" if tiles else "choice", "CPU ms", "vs chosen"):
+        for column in (k["column"], "CPU ms", "vs chosen"):
             table.add_column(column, justify="right")
         for row in k["table"]:
             table.add_row(
-                _choice(name, row),
+                row["label"],
                 f"{row['cpu_s'] * 1e3:.1f}",
                 f"{100 * (row['cpu_s'] / best - 1):+.1f}%",
             )
@@ -95,10 +91,6 @@ def render(report_: dict, console) -> None:
     )
 
 
-def _choice(kernel: str, t: dict) -> str:
-    """A choice as its kernel means it: tiles, or where decoding leaves its loop for BLAS."""
-    if kernel != "decode":
-        return f"{t['block_q']}×{t['block_k']}"
-    if t["block_k"] >= decode_blas.DECODE_LOOP_KEYS:
-        return f"the loop (up to {decode_blas.DECODE_LOOP_KEYS - 1:,} keys)"
-    return f"BLAS from {t['block_k']:,} keys"
+def _entry(kernel: tuning.Kernel, t: tuning.Tiles) -> dict:
+    """Tiles as the report gives them: sizes, and the choice in words."""
+    return {"block_q": t.block_q, "block_k": t.block_k, "label": kernel.label(t)}

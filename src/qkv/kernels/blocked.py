@@ -112,7 +112,7 @@ def blocked_attention(
             small = units.count * r * L * S * (d_k + d_v) < PARALLEL_MIN
             workers = 1 if small else default_workers()
         if block_q is None or block_k is None:  # measured on this processor (kernels/tuning.py)
-            chosen = (tiles or _measured)(units.count, r * L, workers, units.count * r * L * S)
+            chosen = (tiles or TUNED.hook)(units.count, r * L, workers, units.count * r * L * S)
             block_q, block_k = block_q or chosen.block_q, block_k or chosen.block_k
         plan = (plan or _Plan)(
             units.count,
@@ -156,11 +156,6 @@ def blocked_attention(
 
 # its tiles, measured on this processor (the built-in and candidate tiles are the tuner's)
 TUNED = tuning.Kernel("blocked", blocked_attention)
-
-
-def _measured(units: int, rows: int, workers: int, scores: int) -> tuning.Tiles:
-    """This kernel's tiles for ``scores`` scores (``tuning.tiles``; the rest is not used)."""
-    return tuning.tiles(TUNED, scores)
 
 
 def _key_norms(k):

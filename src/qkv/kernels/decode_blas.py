@@ -25,18 +25,29 @@ CHOICES = (tuning.Tiles(1, DECODE_BLAS_KEYS), tuning.Tiles(1, DECODE_LOOP_KEYS))
 STEPS = "16 one-token steps, H=12, 4096 keys, d=64 float32, 1 thread, CPU time"
 
 
-def time_steps(run, t: tuning.Tiles) -> float:
-    """CPU seconds of ``STEPS`` by ``run`` (the fused kernel) through BLAS from t.block_k keys
-    (its decode loop below), on a contiguous cache; BLAS on this thread alone, so that its CPU
-    time is all counted."""
+def steps_timer(run):
+    """A function of the tiles: CPU seconds of ``STEPS`` by ``run`` (the fused kernel) through
+    BLAS from t.block_k keys (its decode loop below), on one contiguous cache made once; BLAS on
+    this thread alone, so that its CPU time is all counted."""
     rng = np.random.default_rng(0)
     q = rng.standard_normal((12, 1, 64), dtype=np.float32)
     k, v = (rng.standard_normal((12, 4096, 64), dtype=np.float32) for _ in range(2))
-    with single_threaded_blas():
-        t0 = time.thread_time()
-        for _ in range(16):
-            run(q, k, v, causal="bottom-right", scale=0.125, workers=1, blas_keys=t.block_k)
-        return time.thread_time() - t0
+
+    def timed(t: tuning.Tiles) -> float:
+        with single_threaded_blas():
+            t0 = time.thread_time()
+            for _ in range(16):
+                run(q, k, v, causal="bottom-right", scale=0.125, workers=1, blas_keys=t.block_k)
+            return time.thread_time() - t0
+
+    return timed
+
+
+def describe(t: tuning.Tiles) -> str:
+    """A choice in words: the loop, or BLAS from t.block_k keys."""
+    if t.block_k >= DECODE_LOOP_KEYS:
+        return f"the loop (up to {DECODE_LOOP_KEYS - 1:,} keys)"
+    return f"BLAS from {t.block_k:,} keys"
 
 
 def blas_from(ks, vs, kernel: tuning.Kernel) -> int:

@@ -131,7 +131,7 @@ def fused_attention(
             block_q=block_q,
             block_k=block_k,
             plan=functools.partial(_FusedPlan, finite_v=finite, own=own),
-            tiles=_strip_tiles if own else _on_blas_tiles,
+            tiles=_strip_tiles if own else ON_BLAS.hook,
         )
         if out is None or vouch and not np.isfinite(out).all():
             return None
@@ -217,8 +217,9 @@ DECODE = tuning.Kernel(
     fused_attention,
     candidates=decode_blas.CHOICES,
     default=decode_blas.CHOICES[0],
-    timer=decode_blas.time_steps,
+    timer=decode_blas.steps_timer,
     problem=decode_blas.STEPS,
+    describe=decode_blas.describe,
 )
 
 
@@ -366,11 +367,6 @@ def strips_kernel() -> tuning.Kernel:
         candidates=tuple(tuning.Tiles(n, keys) for n in strips_jit.STRIP_ROW_CHOICES),
         default=tuning.Tiles(strips_jit.STRIP_ROWS, keys),
     )
-
-
-def _on_blas_tiles(units: int, rows: int, workers: int, scores: int) -> tuning.Tiles:
-    """The tiles on BLAS's products, measured on this processor (``ON_BLAS``)."""
-    return tuning.tiles(ON_BLAS, scores)
 
 
 def _strip_tiles(units: int, rows: int, workers: int, scores: int) -> tuning.Tiles:

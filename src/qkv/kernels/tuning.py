@@ -91,17 +91,19 @@ class Kernel:
     """A kernel whose tiles are measured: its name in the cache, the function timed to measure
     it (called as ``measure`` says), and its own candidates and built-in tiles (None: CANDIDATES
     and DEFAULT, as they are when asked). timer: for a kernel measured on a problem of its
-    own, ``timer(run, tiles)`` -> CPU seconds instead of ``measure``'s attention problem;
-    problem: what it times, in words."""
+    own, ``timer(run)`` -> a function of the tiles giving CPU seconds, instead of ``measure``'s
+    attention problem; problem: what it times, in words; describe: its choices in words where
+    they are not tile sizes."""
 
     name: str
     run: Callable = field(compare=False, repr=False)
     candidates: tuple[Tiles, ...] | None = None
     default: Tiles | None = None
-    timer: Callable[[Callable, Tiles], float] | None = field(
+    timer: Callable[[Callable], Callable[[Tiles], float]] | None = field(
         default=None, compare=False, repr=False
     )
     problem: str | None = None
+    describe: Callable[[Tiles], str] | None = field(default=None, compare=False, repr=False)
 
     @property
     def measured_on(self) -> str:
@@ -117,6 +119,15 @@ class Kernel:
     def built_in(self) -> Tiles:
         """Its tiles without measuring (tuning off, a small call)."""
         return self.default or DEFAULT
+
+    def hook(self, units: int, rows: int, workers: int, scores: int) -> Tiles:
+        """Its tiles for one call, as ``blocked_attention``'s ``tiles=`` asks: ``tiles`` on the
+        call's scores (the units, rows and workers do not change them)."""
+        return tiles(self, scores)
+
+    def label(self, t: Tiles) -> str:
+        """A choice in words (``qkv bench --tune``): the tiles, or its own ``describe``."""
+        return self.describe(t) if self.describe else str(t)
 
 
 _FORCED: contextvars.ContextVar[Tiles | None] = contextvars.ContextVar("qkv_tiles", default=None)
@@ -239,10 +250,10 @@ def reset() -> None:
 def measure(run, candidates, *, budget_s: float, rounds: int = 3, timer=None, **problem) -> list:
     """[(Tiles, seconds)] fastest first: CPU seconds of one full and one causal attention of
     ``run`` (q, k, v, causal=, scale=, workers=1, block_q=, block_k=) on the tuning problem
-    (or ``timer(run, tiles)``'s seconds), the best of up to ``rounds`` rounds; after the first
-    round only the fastest quarter stays."""
+    (or the seconds of ``timer(run)``, its problem made once), the best of up to ``rounds``
+    rounds; after the first round only the fastest quarter stays."""
     if timer is not None:
-        return _rounds(lambda t: timer(run, t), candidates, budget_s, rounds)
+        return _rounds(timer(run), candidates, budget_s, rounds)
     size = {**PROBLEM, **problem}
     rng = np.random.default_rng(0)
     q, k, v = (
