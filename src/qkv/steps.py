@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from array_api_compat import array_namespace, device, is_torch_array
+from array_api_compat import array_namespace, device
+from array_api_compat import is_torch_array as _is_torch_array
 
 from qkv.blas import single_threaded_blas
 
@@ -64,6 +65,14 @@ def namespace(*arrays):
 
 
 _BY_TYPE: dict[type, object] = {np.ndarray: array_namespace(np.empty(0))}
+_NEVER_TORCH = (np.ndarray, np.generic, bool, int, float, complex, type(None))
+
+
+def is_torch_array(x) -> bool:
+    """Whether x is a torch tensor. NumPy arrays and Python numbers answer without asking torch:
+    array_api_compat's test reads ``torch.Tensor`` from ``sys.modules``, which raises while
+    another thread is still importing torch (a server loading a model beside a NumPy request)."""
+    return not isinstance(x, _NEVER_TORCH) and _is_torch_array(x)
 
 
 def project(x, W, b=None):

@@ -124,3 +124,24 @@ def test_a_shared_url_opens_that_head_and_a_bad_one_falls_back(page, model_serve
     refused = "Failed to load resource: the server responded with a status of 422"
     assert [e for e in page.console_errors if e.startswith(refused)] != []
     page.console_errors[:] = [e for e in page.console_errors if not e.startswith(refused)]
+
+
+def test_a_model_url_opens_the_model_even_when_its_script_comes_last(page, model_server_url):
+    """The scenes' script may answer (and rewrite the URL with its own state) before the model
+    mode's script has arrived; the URL's ?mode=model must still open the model."""
+    held = []
+    page.route(
+        "**/static/whatif.js", lambda route: held.append(route)
+    )  # one of model.js's imports, kept back
+    text = "The bank raised interest rates"
+    with page.expect_response(lambda r: r.url.endswith("/api/trace")):  # the scenes' answer
+        page.goto(
+            f"{model_server_url}/?mode=model&model=minilm-l6&text={text}", wait_until="commit"
+        )
+    page.wait_for_timeout(500)  # longer than the scenes' URL writer waits after a paint
+    assert len(held) == 1
+    held[0].continue_()
+    wait_model_render(page, 0)
+    query = parse_qs(urlsplit(page.url).query)
+    assert query["mode"] == ["model"] and query["text"] == [text]
+    assert page.locator("#controls").is_hidden()

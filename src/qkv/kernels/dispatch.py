@@ -31,7 +31,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from array_api_compat import is_torch_array
 
 from qkv import steps
 from qkv.checks import Problem
@@ -39,6 +38,7 @@ from qkv.kernels import fused
 from qkv.kernels.blocked import blocked_attention
 from qkv.kernels.torch_sdpa import torch_attention
 from qkv.reference import traced_steps
+from qkv.steps import is_torch_array
 
 BACKENDS = ("auto", "reference", "blocked", "fused", "torch")
 # Up to this many scores (heads·L·S) the reference's few whole-array operations beat the

@@ -16,12 +16,11 @@ import functools
 import math
 
 import numpy as np
-from array_api_compat import is_torch_array
 
 from qkv import masks, steps
 from qkv.checks import Problem
 from qkv.kernels.layout import padded
-from qkv.steps import head_groups
+from qkv.steps import head_groups, is_torch_array
 
 
 def torch_attention(q, k, v, **rule):

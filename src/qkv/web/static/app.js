@@ -3,6 +3,7 @@
 // The API's bounds and step names come from GET /api/limits, asked once at start-up.
 import { api, limits } from "./api.js";
 import { $, disable } from "./dom.js";
+import { shown } from "./mode.js";  // first: the mode the URL asks for, before any answer
 import { buildPanels } from "./panels.js";
 import * as predict from "./predict.js";    // predict-then-reveal; listens for "qkv:rendered"
 import * as practice from "./practice.js";  // the practice panel (exercises checked by the server)
@@ -47,7 +48,7 @@ let renders = 0;
 let editsVersion = 0;  // bumped when the editable tables must be rebuilt
 
 function showError(message) {
-  if (document.body.dataset.mode === "model") return;  // the model mode owns the box then
+  if (shown() === "model") return;  // the model mode owns the box then
   const box = $("error");
   box.textContent = message || "";
   box.hidden = !message;
@@ -136,7 +137,7 @@ async function compute() {
 }
 
 // Another mode (model.js) may own the panels: scenes paint only while they are shown.
-const scenesShown = () => (document.body.dataset.mode || "scenes") === "scenes";
+const scenesShown = () => shown() === "scenes";
 
 function paint() {
   if (!scenesShown()) return;

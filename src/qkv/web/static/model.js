@@ -6,6 +6,7 @@ import * as why from "./attribute.js";
 import { $, disable, h } from "./dom.js";
 import { gridTable, markGrid } from "./grid.js";
 import * as longText from "./modelzoom.js";
+import { opened, shown } from "./mode.js";
 import { render } from "./render.js";
 import * as overlay from "./taxonomy.js";
 import * as whatif from "./whatif.js";
@@ -42,7 +43,7 @@ let paints = 0;
 let bounds = null;    // GET /api/limits
 const saved = {};     // what the scenes' page showed where this mode writes
 
-export const active = () => document.body.dataset.mode === "model";
+export const active = () => shown() === "model";
 
 // " cat" -> "␣cat": edge spaces made visible, as the CLI prints them
 export const visible = (t) => t.replace(/^ +| +$/g, (s) => "␣".repeat(s.length))
@@ -367,12 +368,9 @@ function readURL() {
   state.layer = int(p.get("layer")) ?? 0;
   state.head = int(p.get("head")) ?? 0;
   state.select = int(p.get("token"));
-  return p.get("mode") === "model";
 }
 
 async function start() {
-  const wanted = new URLSearchParams(location.search).get("mode") === "model";
-  if (wanted) document.body.dataset.mode = "model";  // before the scenes' first paint
   try {
     bounds = await limits();
   } catch (e) {
@@ -387,11 +385,11 @@ async function start() {
     status(`cannot list the models: ${e.message}`, true);
     return;
   }
-  const asked = readURL();
+  readURL();
   const own = served[0];  // a saved run the server was started with: opened unless the URL
   if (own && !new URLSearchParams(location.search).get("text")) {  // names a text
     Object.assign(state, { model: own.model, text: own.text });
-  } else if (!asked) { show(false); return; }
+  } else if (opened !== "model") { show(false); return; }
   show(true);
   $("model-name").value = state.model;
   $("model-text").value = state.text;
