@@ -246,3 +246,27 @@ def test_a_long_decoding_step_keeps_float32_error_small_either_way(way):
     out = fused.fused_attention(q, k, v, causal="bottom-right", scale=0.125, blas_keys=keys)
     want = reference(q, k, v, causal=True, scale=0.125)
     np.testing.assert_allclose(out, want, rtol=0, atol=6e-7)
+
+
+@pytest.mark.parametrize("keys", [slice(0, 300), slice(0, 600, 2)])
+def test_a_decoding_step_reads_a_caches_view_in_place_where_its_rows_are_contiguous(keys):
+    """A short cache as a KVCache holds it: the first keys of a longer buffer (batch 2, 3 K/V
+    heads for 9 query heads). The compiled loop reads such a view in the buffer itself, one K/V
+    head at a time; keys of another stride are copied for it. Both match float64."""
+    from qkv.kernels import compiled, fused
+
+    rng = np.random.default_rng(8)
+    q = rng.standard_normal((2, 9, 1, 32), dtype=np.float32)
+    buffer = rng.standard_normal((2, 2, 3, 1024, 32), dtype=np.float32)  # (k|v, B, G, cap, d)
+    k, v = buffer[0][..., keys, :], buffer[1][..., keys, :]
+    read = []
+    loop = compiled.kernels()["decode"]
+    compiled.kernels()["decode"] = lambda *a: read.append(a[1]) or loop(*a)
+    try:
+        out = fused.fused_attention(q, k, v, causal="bottom-right", scale=0.2)
+    finally:
+        compiled.kernels()["decode"] = loop
+    np.testing.assert_allclose(out, reference(q, k, v, causal=True, scale=0.2), rtol=0, atol=2e-6)
+    in_place = keys.step is None
+    assert len(read) == (6 if in_place else 1)
+    assert all(np.shares_memory(a, buffer) == in_place for a in read)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import qkv
-from qkv.kernels import blocked, fused, processor, tuning
+from qkv.kernels import blocked, compiled, fused, processor, tuning
 
 SMALL = (tuning.Tiles(16, 32), tuning.Tiles(8, 64), tuning.DEFAULT)
 
@@ -277,13 +277,11 @@ def test_a_cached_choice_outside_the_shared_candidates_is_measured_again(tuner, 
 
 
 @pytest.mark.skipif(not fused.available(), reason="the decode loop needs numba")
-def test_a_decoding_step_reads_a_contiguous_cache_as_measured_and_a_view_through_blas(
-    tuner, monkeypatch
-):
+def test_a_decoding_step_reads_a_cache_and_its_view_as_measured(tuner, monkeypatch):
     """Every row sees every key of a cache of 600 keys: the tuner's "decode" choice (here the
-    compiled loop, by a timer that favours it) decides for a contiguous cache; a view into a
-    longer buffer (which the loop would copy) and tuning off take BLAS. Each answer matches
-    float64."""
+    compiled loop, by a timer that favours it) decides for a contiguous cache and for a view
+    into a longer buffer, which the loop reads in place one K/V head at a time; keys of another
+    stride go through BLAS, which reads them in place; so does tuning off. Each answer matches float64."""
     from qkv.kernels import decode_blas
 
     timed = []
@@ -303,7 +301,7 @@ def test_a_decoding_step_reads_a_contiguous_cache_as_measured_and_a_view_through
     monkeypatch.setattr(decode_blas, "step", lambda *a: steps.append(1) or step(*a))
     rng = np.random.default_rng(6)
     q = rng.standard_normal((1, 4, 1, 16), dtype=np.float32)
-    buffer = rng.standard_normal((2, 1, 2, 800, 16), dtype=np.float32)  # (k|v, B, G, cap, d)
+    buffer = rng.standard_normal((2, 1, 2, 1200, 16), dtype=np.float32)  # (k|v, B, G, cap, d)
     view = buffer[:, :, :, :600]  # a cache's first 600 keys: not contiguous
     whole = np.ascontiguousarray(view)
 
@@ -314,9 +312,19 @@ def test_a_decoding_step_reads_a_contiguous_cache_as_measured_and_a_view_through
         np.testing.assert_allclose(out, want, rtol=0, atol=2e-6)
         return len(steps)
 
+    read = []
+    loop = compiled.kernels()["decode"]
+    monkeypatch.setitem(compiled.kernels(), "decode", lambda *a: read.append(a[1]) or loop(*a))
     assert check(*whole) == 0 and timed  # measured, and the loop ran
     assert tuning.choice(decode).tiles.block_k == decode_blas.DECODE_LOOP_KEYS
-    assert check(*view) == 1  # a view: BLAS, whatever was measured
+    assert [k.shape for k in read] == [(2, 600, 16)]  # both K/V heads in one call
+    read.clear()
+    assert check(*view) == 0  # a view: the loop too, one K/V head a call, in the buffer itself
+    assert [k.shape for k in read] == [(1, 600, 16)] * 2
+    assert all(np.shares_memory(k, buffer) for k in read)
+    read.clear()
+    strided = buffer[:, :, :, :1200:2]  # every other key: BLAS reads those rows in place
+    assert check(*strided) == 1 and read == []
     monkeypatch.setenv("QKV_TUNE", "off")
     assert check(*whole) == 2  # the built-in rule: BLAS from 512 keys
 

@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from qkv.blas import single_threaded_blas
-from qkv.kernels import compiled, tuning
+from qkv.kernels import compiled, layout, tuning
 
 BLOCK = 16384  # keys per matmul through NumPy (4,096: 9% slower at 16,384 keys)
 DECODE_BLAS_KEYS = 512  # built in: from this many keys, BLAS instead of the fused decode loop
@@ -52,13 +52,14 @@ def describe(t: tuning.Tiles) -> str:
 
 def blas_from(ks, vs, kernel: tuning.Kernel) -> int:
     """Keys from which a decoding step whose rows see every key reads K and V through BLAS:
-    measured on this processor (``kernel``'s choice) for a contiguous cache of DECODE_BLAS_KEYS
-    keys or more; DECODE_BLAS_KEYS otherwise (tuning off, a short cache, or a view into a longer
-    buffer, which the loop would copy). Forced tiles (``tuning.forced``) are for the tile kernels
-    and do not apply here."""
+    measured on this processor (``kernel``'s choice) for a cache of DECODE_BLAS_KEYS keys or more
+    whose every unit's rows are contiguous (a whole array, or a view into a longer buffer, which
+    the loop reads one unit at a time); DECODE_BLAS_KEYS otherwise (tuning off, a short cache,
+    rows the loop would copy). Forced tiles (``tuning.forced``) are for the tile kernels and do
+    not apply here."""
     if ks.shape[-2] < DECODE_BLAS_KEYS or not tuning.enabled():
         return DECODE_BLAS_KEYS
-    if not (ks.flags.c_contiguous and vs.flags.c_contiguous):
+    if not (layout.unit_rows(ks) and layout.unit_rows(vs)):
         return DECODE_BLAS_KEYS
     return tuning.choice(kernel).tiles.block_k
 

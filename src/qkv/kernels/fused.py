@@ -31,8 +31,9 @@ compiled row update in between (``kernels/decode_blas.py``: memory-bound, as fas
 matrix-vector products themselves, which BLAS spreads over its own threads); otherwise (a
 mask, a diagonal, a short cache) one compiled loop per K/V head reads each key and value once
 for all the query heads that share it, and never a masked one. Which of the two reads a long
-contiguous cache faster depends on the processor: it is measured on first use (``DECODE``);
-a view into a longer buffer, which the loop would copy, takes BLAS.
+cache faster depends on the processor: it is measured on first use (``DECODE``). A cache that
+is a view into a longer buffer (a KVCache's) is read by the loop one K/V head at a time, whose
+rows are contiguous, without a copy.
 
 The optional steps: the bias is added inside the compiled pass, before the row max, on the
 keys a row may see (+ bias·log₂e from the tile's slice of the broadcast bias, an extra
@@ -158,9 +159,13 @@ def fused_attention(
     blas = mask is None and (causal is None or offset + 1 >= S)
     if blas:  # from how many keys (a short cache: the loop)
         blas = S >= (blas_keys or decode_blas.blas_from(ks, vs, DECODE))
-    if not blas:  # the loop's dot products vectorise on contiguous rows only: a cache's view
-        # (the first S rows of a longer buffer) is copied, which costs less than strided loops
-        ks, vs = (compiled.read_only(np.ascontiguousarray(a)) for a in (ks, vs))
+    # the loop's dot products vectorise on contiguous rows only: a cache's view (the first S
+    # rows of a longer buffer) is read one unit at a time, other strides are copied
+    per_unit = not blas and not (ks.flags.c_contiguous and vs.flags.c_contiguous)
+    if per_unit and not (layout.unit_rows(ks) and layout.unit_rows(vs)):
+        ks, vs, per_unit = np.ascontiguousarray(ks), np.ascontiguousarray(vs), False
+    if not blas:
+        ks, vs = compiled.read_only(ks), compiled.read_only(vs)
     if workers is None:
         # BLAS threads its own matrix-vector products: one caller beats a worker per CPU with
         # BLAS on one thread each (two cores, 12 heads × 16,384 keys: 4.4 against 5.4 ms)
@@ -174,17 +179,18 @@ def fused_attention(
         u0, u1 = c
         if blas:  # its compiled pass tells
             return decode_blas.step(qs[u0:u1], ks[u0:u1], vs[u0:u1], out[u0:u1])
-        compiled.kernels()["decode"](
-            qs[u0:u1],
-            ks[u0:u1],
-            vs[u0:u1],
-            ms if mask is None else ms[u0:u1],
-            mask is not None,
-            L,
-            causal is not None,
-            offset,
-            out[u0:u1],
-        )
+        for a0, a1 in [(a, a + 1) for a in range(u0, u1)] if per_unit else [c]:
+            compiled.kernels()["decode"](
+                qs[a0:a1],
+                ks[a0:a1],
+                vs[a0:a1],
+                ms if mask is None else ms[a0:a1],
+                mask is not None,
+                L,
+                causal is not None,
+                offset,
+                out[a0:a1],
+            )
         return False  # not known: the output is looked at below
 
     if len(chunks) <= 1:

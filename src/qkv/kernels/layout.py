@@ -43,6 +43,14 @@ def flat_view(a, n):
     return a.reshape(math.prod(a.shape[:n]), *a.shape[n:])  # a view: the strides line up
 
 
+def unit_rows(a) -> bool:
+    """Whether each unit's rows of a (U, S, d) stack are C-contiguous, as they are in a view of
+    the first S rows of a longer cache buffer: then a[u : u + 1] is C-contiguous."""
+    return a.shape[1] <= 1 or (
+        a.strides[2] == a.itemsize and a.strides[1] == a.shape[2] * a.itemsize
+    )
+
+
 def softcap_in_place(s, cap):
     """s = cap·tanh(s / cap), in place (a tile of scores; NumPy's vectorised tanh)."""
     with np.errstate(over="ignore"):  # a tiny cap: ±inf, whose tanh is the limit ±1
