@@ -35,9 +35,10 @@ class LazyTrace(Trace):
 
     def __init__(
         self, source: Source, *, stored=None, extra=None, tokens=None, key_tokens=None,
-        head: int | None = None, budget: int = BUDGET,
+        head: int | None = None, budget: int | None = None,
     ):  # fmt: skip
-        self.source, self.head_index, self.budget = source, head, budget
+        self.source, self.head_index = source, head
+        self.budget = BUDGET if budget is None else budget  # BUDGET as it is now
         self.stored = {n: a for n, a in (stored or {}).items() if a is not None}
         self.extra = dict(extra or {})
         self.tokens, self.key_tokens = tokens, key_tokens

@@ -79,6 +79,18 @@ def test_greedy_generation_equals_the_reference_continuation(smollm2, reference)
     np.testing.assert_allclose(steps[0].weights, run.weights[:, :, -1, :], atol=1e-5)
 
 
+def test_traced_generation_reads_only_each_heads_last_row(smollm2, monkeypatch):
+    """A prompt whose whole weights step would pass the lazy traces' budget (a long prompt, here
+    a small budget): each token still gets its layers' last query rows."""
+    from qkv import lazy
+
+    prompt = "The quick brown fox jumps over the lazy dog near the river bank"
+    want = smollm2.trace(prompt).weights[:, :, -1, :]  # (layers, heads, S), the plain trace
+    monkeypatch.setattr(lazy, "BUDGET", 4096)  # bytes: less than one layer's (9, L, L) step
+    first = next(smollm2.generate(prompt, 1, weights=True))
+    np.testing.assert_allclose(first.weights, want, atol=1e-5)
+
+
 @pytest.mark.slow
 def test_fast_generation_gives_the_traced_paths_greedy_tokens(smollm2, reference):
     prompt = "Once upon a time, in a small village by the sea,"

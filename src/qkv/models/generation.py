@@ -117,12 +117,19 @@ class Generator(TextModel):
             start += step.shape[1]
             rows = None
             if weights:  # (n_layers, n_heads, S): each layer's last query row
-                rows = np.stack([traces[i]["weights"][0, :, -1, :] for i in range(self.n_layers)])
+                rows = np.stack([_last_rows(traces[i]) for i in range(self.n_layers)])
             token = _pick(self.logits(hidden[0, -1]), temperature, top_k, rng)
             yield Generated(token, self.tokenizer.decode([token]), rows)
             if token == self.eos_id and stop_at_eos:
                 return
             step = np.asarray([[token]], dtype=np.int64)  # (1, 1)
+
+
+def _last_rows(trace) -> np.ndarray:
+    """(n_heads, S): every head's weights for the last query of a layer's lazy trace (batch
+    of one), read row by row: a long prompt's whole (n_heads, L, S) step is never made."""
+    one = trace.sequence(0)
+    return np.stack([one.rows(-1, head=h) for h in range(one.settings["n_heads"])])
 
 
 def _pick(logits, temperature: float, top_k: int | None, rng) -> int:
