@@ -127,7 +127,10 @@ class Generator(TextModel):
 
 def _last_rows(trace) -> np.ndarray:
     """(n_heads, S): every head's weights for the last query of a layer's lazy trace (batch
-    of one), read row by row: a long prompt's whole (n_heads, L, S) step is never made."""
+    of one). A one-token step's whole step is that row; a prompt's is read one head's last
+    row at a time (a long prompt's whole (n_heads, L, S) step is never made)."""
+    if trace.settings["L"] == 1:
+        return trace["weights"][0, :, -1, :]
     one = trace.sequence(0)
     return np.stack([one.rows(-1, head=h) for h in range(one.settings["n_heads"])])
 
