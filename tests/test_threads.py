@@ -131,3 +131,31 @@ def test_a_use_from_a_worker_thread_limits_blas_and_keeps_no_hold_on_it():
     finally:
         done.set()
         t.join()
+
+
+def test_a_large_product_split_by_rows_equals_float64_and_leaves_blas_as_it_was(rng, monkeypatch):
+    """threads.rows_product: (M, K) @ (K, N) as one block of rows per worker (BLAS on one
+    thread each), or one call when small; float32 within rounding of float64 either way."""
+    from qkv.kernels import threads
+
+    original = _blas_threads()
+    monkeypatch.setattr(threads, "default_workers", lambda: 3)
+    split = []
+    pool = threads.pool
+
+    def spied(workers):
+        split.append(workers)
+        return pool(workers)
+
+    monkeypatch.setattr(threads, "pool", spied)
+    monkeypatch.setattr(threads, "SPLIT_ROWS", 16)  # rows per worker at least
+    for M, splits in ((1, []), (40, []), (301, [3]), (47, [2])):
+        a = rng.standard_normal((M, 96)).astype(np.float32)
+        b = rng.standard_normal((96, 160)).astype(np.float32)
+        monkeypatch.setattr(threads, "PRODUCT_SPLIT", 40 * 96 * 160 + 1)  # 40 rows: one call
+        split.clear()
+        out = threads.rows_product(a, b)
+        assert out.dtype == np.float32 and out.shape == (M, 160)
+        np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=0, atol=2e-5)
+        assert split == splits, M
+    assert _blas_threads() == original

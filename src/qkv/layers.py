@@ -48,13 +48,15 @@ def silu(x):
     return x * (0.5 * (1.0 + xp.tanh(0.5 * x)))
 
 
-def linear(x, W):
+def linear(x, W, *, matmul=None):
     """x·W as one 2-D matrix product: (..., n) @ (n, m) -> (..., m).
 
     NumPy runs a stacked (batch, L, n) @ (n, m) product as many small ones; folding the
-    leading axes into rows hands BLAS a single call (much faster for L = 1 decoding)."""
+    leading axes into rows hands BLAS a single call (much faster for L = 1 decoding).
+    ``matmul(a, b)`` multiplies the 2-D matrices (``@`` by default)."""
     lead = x.shape[:-1]
-    return (x.reshape(-1, x.shape[-1]) @ W).reshape(*lead, W.shape[-1])
+    rows = x.reshape(-1, x.shape[-1])
+    return (rows @ W if matmul is None else matmul(rows, W)).reshape(*lead, W.shape[-1])
 
 
 def bert_mlp(x, W_in, b_in, W_out, b_out):

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from qkv.kernels import threads
 from qkv.kernels.fused import available  # numba can be imported
 from qkv.layers import linear
 
@@ -115,7 +116,8 @@ def stacked(parts: list[Packed]) -> Packed:
 
 def product(x: np.ndarray, W: np.ndarray, packed: dict, *, owner=None) -> np.ndarray:
     """x·W: by W's codes for a single float32 row (a decoding step, where reading the weights
-    is the cost) when ``packed`` holds them, else ``layers.linear``. packed maps id(owner) to
+    is the cost) when ``packed`` holds them, else ``layers.linear`` (a large product split by
+    rows over the kernels' workers: ``threads.rows_product``). packed maps id(owner) to
     (owner, W's Packed form); owner is W itself unless W is a view made on the fly (Eᵀ), so a
     matrix replaced since is never multiplied by stale codes."""
     owner = W if owner is None else owner
@@ -123,7 +125,7 @@ def product(x: np.ndarray, W: np.ndarray, packed: dict, *, owner=None) -> np.nda
     if found is not None and found[0] is owner and x.dtype == np.float32:
         if x.size == x.shape[-1] and found[1].shape == W.shape:
             return found[1].times(x)
-    return linear(x, W)
+    return linear(x, W, matmul=threads.rows_product)
 
 
 def packing(pairs) -> dict[int, tuple[np.ndarray, Packed]]:
