@@ -212,6 +212,34 @@ def test_hf_needs_model():
     assert result.exit_code == 2 and "--hf: expected it with --model" in result.output
 
 
+def test_prompt_needs_model_and_fits_the_context():
+    result = CliRunner().invoke(bench, ["--prompt", "4000", "--quick"])
+    assert result.exit_code == 2 and "--prompt 4000: expected it with --model" in result.output
+    pytest.importorskip("qkv.models")
+    result = CliRunner().invoke(bench, ["--model", "smollm2-135m", "--prompt", "8190", "--quick"])
+    if "not installed" in result.output:
+        pytest.skip(result.output)
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert (
+        "a 8190-token prompt and 8 new tokens exceed smollm2-135m's context of 8192 tokens"
+        in result.output
+    )
+
+
+def test_a_long_benchmark_prompt_repeats_the_texts_tokens():
+    from qkv import models
+    from qkv.bench import generation
+
+    try:
+        model = models.load("smollm2-135m")
+    except models.ModelNotInstalled as e:
+        pytest.skip(str(e))
+    text, _ = model.encode(generation.TEXT)
+    assert generation.prompt_ids(model, 32) == text[:32]
+    long = generation.prompt_ids(model, 3 * len(text) + 5)
+    assert long == text + text + text + text[:5]
+
+
 @pytest.mark.slow
 def test_table_output_and_skipping_by_memory():
     args = [

@@ -59,10 +59,12 @@ HF_RATIOS = (
 
 
 def prompt_ids(model, n: int = PROMPT_TOKENS) -> list[int]:
+    """The benchmark text's first n token ids, the text's ids repeated as often as n needs
+    (a long prompt)."""
+    if n < 1:
+        raise ValueError(f"expected a prompt of at least 1 token, got {n}")
     ids, _ = model.encode(TEXT)
-    if len(ids) < n:
-        raise ValueError(f"the benchmark prompt has {len(ids)} tokens, fewer than {n}")
-    return ids[:n]
+    return (ids * -(-n // len(ids)))[:n]
 
 
 def _qkv_run(model, ids, new_tokens: int, traced: bool) -> tuple[list[int], float | None, float]:
@@ -85,13 +87,19 @@ def run_model(
     repeats: int = 3,
     prompt_tokens: int = PROMPT_TOKENS,
     hf: bool = False,
-    on_step=lambda: None,
+    on_step=lambda done, total, peer: None,
 ) -> dict:
     """Measure every peer on model ``name`` (with ``hf``: the ``HF_QKV_PEERS`` too); return
-    the report ``--json`` prints."""
+    the report ``--json`` prints. ``on_step(done, total, peer)`` follows the runs: first the
+    number of runs (total), then each peer's start (done 0) and end (done 1)."""
     from qkv import models
 
     model = models.load(name)
+    if prompt_tokens + new_tokens > model.max_tokens:
+        raise ValueError(
+            f"a {prompt_tokens}-token prompt and {new_tokens} new tokens exceed {name}'s "
+            f"context of {model.max_tokens} tokens"
+        )
     ids = prompt_ids(model, prompt_tokens)
     runners: dict[str, Callable[[], tuple[list[int], float | None, float]]] = {
         p: functools.partial(_qkv_run, model, ids, new_tokens, p == "qkv traced") for p in QKV_PEERS
@@ -110,10 +118,12 @@ def run_model(
         for p, how in peers.items():
             runners[p] = functools.partial(hf_llama.greedy_run, llama, ids, new_tokens, **how)
     runs: dict[str, list] = {p: [] for p in runners}
+    on_step(0, (1 + repeats) * len(runners), "")
     for _ in range(1 + repeats):  # the first round warms up (allocations, threads, caches)
         for p, fn in runners.items():
+            on_step(0, None, p)
             runs[p].append(fn())
-            on_step()
+            on_step(1, None, p)
     rows = [_row(p, runs[p][1:], runs["qkv untraced"][0][0]) for p in runners]
     base = {r["peer"]: r for r in rows}
     for r in rows:

@@ -40,6 +40,22 @@ class Quick:
 QUICK = Quick()
 
 
+def progress_bar(show: bool):
+    """A rich progress bar on stderr (what runs, a bar, the time so far) that vanishes when
+    done; ``show`` False: nothing is drawn (``--json``)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+        disable=not show,
+    )
+
+
 def run(
     configs,
     chosen,
@@ -57,19 +73,8 @@ def run(
     """Measure every configuration at each thread count of ``threads``, every library pinned
     to that many cores (``bench/pinned.py``); return the report (as ``--json`` prints it).
     Peak memory is measured once, at the largest thread count."""
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    err = Console(stderr=True)
     steps = sum(1 + 2 * len(chosen) * len(configs) for _ in threads) + memory * len(configs)
-    progress = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-        disable=not show_progress,
-    )
+    progress = progress_bar(show_progress)
     runs = []
     with progress:
         task = progress.add_task("GEMM peak", total=steps)

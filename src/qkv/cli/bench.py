@@ -9,7 +9,7 @@ import click
 
 from qkv.bench import pinned
 from qkv.bench.peers import PEERS, Config, unavailable
-from qkv.bench.run import QUICK, header, machine, render, run
+from qkv.bench.run import QUICK, header, machine, progress_bar, render, run
 from qkv.cli.common import count_option, flag, head_shape_options, json_option, number_option
 from qkv.cli.errors import CliError
 
@@ -71,9 +71,17 @@ def _sizes(_ctx, _param, value: str) -> list[int]:
     "model_name",
     default=None,
     type=click.Choice(["smollm2-135m"]),
-    help="Instead: a real model's greedy generation (32-token prompt, 64 new tokens, "
-    "float32), qkv traced and untraced against transformers' generate (sdpa, eager) "
-    "on the same weights.",
+    help="Instead: a real model's greedy generation (a 32-token prompt unless --prompt, "
+    "64 new tokens, float32), qkv traced and untraced against transformers' generate "
+    "(sdpa, eager) on the same weights.",
+)
+@count_option(
+    "--prompt",
+    "prompt_tokens",
+    default=None,
+    help="With --model: the prompt's length in tokens (default 32; the benchmark's text "
+    "repeated), up to the model's context less the new tokens; e.g. --prompt 4000 for "
+    "decoding against a long cache.",
 )
 @flag(
     "--hf",
@@ -121,6 +129,7 @@ def bench(
     gemm_size,
     no_memory,
     model_name,
+    prompt_tokens,
     hf,
     thread_spec,
     tune,
@@ -137,6 +146,7 @@ def bench(
       qkv bench --T 4096 --json > bench.json
       qkv bench --model smollm2-135m          generation: tokens/s against transformers
       qkv bench --model smollm2-135m --hf     also transformers running qkv's attention
+      qkv bench --model smollm2-135m --prompt 4000   generation after a long prompt
       qkv bench --tune                        the tile sizes chosen here, and why
     The header names the processor, the BLAS library and the kernel it runs. Figures for a
     user's machine: unset OpenBLAS pins first (env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE
@@ -149,9 +159,14 @@ def bench(
 
         return _show(tuned.report(retune=retune), tuned.render, as_json)
     if model_name is not None:
-        return _model(model_name, quick, hf, as_json)
+        return _model(model_name, quick, hf, prompt_tokens, as_json)
     if hf:
         raise CliError("--hf: expected it with --model (e.g. --model smollm2-135m --hf)")
+    if prompt_tokens is not None:
+        raise CliError(
+            f"--prompt {prompt_tokens}: expected it with --model "
+            f"(e.g. --model smollm2-135m --prompt {prompt_tokens})"
+        )
     gemm_n, settle, copy_bytes = gemm_size, 0.25, 1 << 28
     if quick:
         T, heads, d, min_time = list(QUICK.T), QUICK.heads, QUICK.d, QUICK.min_time
@@ -188,16 +203,32 @@ def bench(
     _show(report, render, as_json)
 
 
-def _model(name: str, quick: bool, hf: bool, as_json: bool) -> None:
-    """``--model``: generation side by side with transformers (``qkv.bench.generation``)."""
+def _model(name: str, quick: bool, hf: bool, prompt: int | None, as_json: bool) -> None:
+    """``--model``: generation side by side with transformers (``qkv.bench.generation``), with
+    a progress bar on stderr (the runs of a long prompt take minutes)."""
     from qkv.bench import generation
     from qkv.models import ModelNotInstalled
 
     sizes = {"new_tokens": 8, "repeats": 1} if quick else {}
+    progress = progress_bar(not as_json)
+    task = progress.add_task("loading the model", total=None)
+
+    def step(done: int, total: int | None, peer: str) -> None:
+        progress.update(task, advance=done, description=peer or "generating", total=total)
+
     try:
-        report = generation.run_model(name, hf=hf, **sizes)
+        with progress:
+            report = generation.run_model(
+                name,
+                hf=hf,
+                prompt_tokens=prompt or generation.PROMPT_TOKENS,
+                on_step=step,
+                **sizes,
+            )
     except ModelNotInstalled as e:
         raise CliError(str(e)) from None
+    except ValueError as e:
+        raise CliError(f"--model {name}: {e}") from None
     report = {"machine": machine(), **report}
 
     def render_all(r: dict, console) -> None:
