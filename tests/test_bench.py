@@ -221,8 +221,8 @@ def test_prompt_needs_model_and_fits_the_context():
         pytest.skip(result.output)
     assert result.exit_code == 2 and "Traceback" not in result.output, result.output
     assert (
-        "a 8190-token prompt and 8 new tokens exceed smollm2-135m's context of 8192 tokens"
-        in result.output
+        "--prompt 8190: a prompt of 8,190 tokens and 8 new tokens exceed smollm2-135m's context of "
+        "8,192 tokens: the prompt may have at most 8,184 tokens" in result.output
     )
 
 

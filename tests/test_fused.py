@@ -270,3 +270,4 @@ def test_a_decoding_step_reads_a_caches_view_in_place_where_its_rows_are_contigu
     in_place = keys.step is None
     assert len(read) == (6 if in_place else 1)
     assert all(np.shares_memory(a, buffer) == in_place for a in read)
+    assert all(a.flags.c_contiguous for a in read)  # what the loop's fast signature takes

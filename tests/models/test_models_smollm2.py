@@ -87,8 +87,14 @@ def test_traced_generation_reads_only_each_heads_last_row(smollm2, monkeypatch):
     prompt = "The quick brown fox jumps over the lazy dog near the river bank"
     want = smollm2.trace(prompt).weights[:, :, -1, :]  # (layers, heads, S), the plain trace
     monkeypatch.setattr(lazy, "BUDGET", 4096)  # bytes: less than one layer's (9, L, L) step
-    first = next(smollm2.generate(prompt, 1, weights=True))
+    first, second = smollm2.generate(prompt, 2, weights=True)
     np.testing.assert_allclose(first.weights, want, atol=1e-5)
+    monkeypatch.undo()
+    ids, _ = smollm2.encode(prompt)
+    ids = np.asarray([ids + [first.id]])  # the second token's query: a pass without a cache
+    _, traces = smollm2._forward(ids, np.array([ids.shape[1]]), keep=set(range(30)))
+    then = np.stack([traces[i]["weights"][0, :, -1, :] for i in range(30)])
+    np.testing.assert_allclose(second.weights, then, atol=1e-5)
 
 
 @pytest.mark.slow

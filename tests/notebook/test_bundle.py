@@ -23,7 +23,7 @@ def test_the_widget_graph_holds_the_pages_render_modules():
     assert len(names) == len(set(names))  # each module once
     assert names.index("dom.js") < names.index("render.js")  # dependencies first
     # the widget draws only: nothing that fetches or drives the page comes along
-    assert not {"api.js", "app.js", "model.js", "predict.js", "practice.js"} & set(names)
+    assert not {"api.js", "app.js", "mode.js", "model.js", "predict.js", "practice.js"} & set(names)
     text = bundle.esm()
     assert text.rstrip().endswith("export default qkvWidget;")
     assert not [line for line in text.splitlines() if line.lstrip().startswith("import ")]

@@ -1,6 +1,7 @@
 """``qkv bench --model``: a real model generating text, qkv against transformers, same weights.
 
-Greedy decoding in float32 from one prompt of PROMPT_TOKENS tokens, NEW_TOKENS new tokens each
+Greedy decoding in float32 from one prompt of PROMPT_TOKENS tokens (or as many as asked: the
+text's ids repeated), NEW_TOKENS new tokens each
 (no early stop), every peer in this process, repeats interleaved across peers (median):
 
     qkv untraced        model.generate_ids(...)                 fast kernels, preallocated cache
@@ -29,7 +30,8 @@ from qkv.bench import hf_llama
 
 PROMPT_TOKENS = 32
 NEW_TOKENS = 64
-# cut to PROMPT_TOKENS tokens; plain prose, so greedy decoding goes on without an end token
+# cut to PROMPT_TOKENS tokens (repeated for a longer prompt); plain prose, so greedy decoding
+# goes on without an end token
 TEXT = (
     "The old lighthouse keeper climbed the spiral stairs every evening at dusk, carrying a "
     "lantern, a notebook and a flask of tea. From the top he could see the whole bay, the "
@@ -56,6 +58,10 @@ HF_RATIOS = (
         "transformers eager + output_attentions",
     ),
 )
+
+
+class TooLong(ValueError):
+    """A prompt and its new tokens that do not fit the model's context."""
 
 
 def prompt_ids(model, n: int = PROMPT_TOKENS) -> list[int]:
@@ -96,9 +102,10 @@ def run_model(
 
     model = models.load(name)
     if prompt_tokens + new_tokens > model.max_tokens:
-        raise ValueError(
-            f"a {prompt_tokens}-token prompt and {new_tokens} new tokens exceed {name}'s "
-            f"context of {model.max_tokens} tokens"
+        raise TooLong(
+            f"a prompt of {prompt_tokens:,} tokens and {new_tokens} new tokens exceed {name}'s "
+            f"context of {model.max_tokens:,} tokens: the prompt may have at most "
+            f"{model.max_tokens - new_tokens:,} tokens"
         )
     ids = prompt_ids(model, prompt_tokens)
     runners: dict[str, Callable[[], tuple[list[int], float | None, float]]] = {

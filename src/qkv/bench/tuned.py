@@ -10,9 +10,9 @@ WHAT = {  # what each kernel's tiles are for
     " where two or more workers would get under 4 tiles each); its keys come in blocks of"
     " block_k",
     "fused": " · the tiles on BLAS's products (a mask, a bias, a softcap, float64)",
-    "decode": " · one-token steps whose rows see every key of a contiguous cache of"
-    f" {decode_blas.DECODE_BLAS_KEYS} keys or more: the fused kernel's compiled loop or BLAS's"
-    " products",
+    "decode": " · one-token steps whose rows see every key of a cache of"
+    f" {decode_blas.DECODE_BLAS_KEYS} keys or more, each K/V head's rows contiguous: the fused"
+    " kernel's compiled loop or BLAS's products",
     "blocked": " · the NumPy kernel",
 }
 

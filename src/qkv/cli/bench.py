@@ -227,8 +227,8 @@ def _model(name: str, quick: bool, hf: bool, prompt: int | None, as_json: bool) 
             )
     except ModelNotInstalled as e:
         raise CliError(str(e)) from None
-    except ValueError as e:
-        raise CliError(f"--model {name}: {e}") from None
+    except generation.TooLong as e:
+        raise CliError(f"--prompt {prompt}: {e}") from None
     report = {"machine": machine(), **report}
 
     def render_all(r: dict, console) -> None:

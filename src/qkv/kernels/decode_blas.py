@@ -15,10 +15,11 @@ from qkv.kernels import compiled, layout, tuning
 
 BLOCK = 16384  # keys per matmul through NumPy (4,096: 9% slower at 16,384 keys)
 DECODE_BLAS_KEYS = 512  # built in: from this many keys, BLAS instead of the fused decode loop
-DECODE_LOOP_KEYS = 1 << 16  # the tuner's other choice for a contiguous cache: the loop up to here
+DECODE_LOOP_KEYS = 1 << 16  # the tuner's other choice: the loop up to here
 
 
-# the tuner's choices for a contiguous cache (``fused.DECODE``): BLAS from DECODE_BLAS_KEYS keys,
+# the tuner's choices for a cache whose every K/V head's rows are contiguous (a whole array or a
+# KVCache's view; ``fused.DECODE``): BLAS from DECODE_BLAS_KEYS keys,
 # or the fused kernel's compiled loop up to DECODE_LOOP_KEYS (which is faster depends on the
 # processor)
 CHOICES = (tuning.Tiles(1, DECODE_BLAS_KEYS), tuning.Tiles(1, DECODE_LOOP_KEYS))

@@ -217,7 +217,8 @@ def tuned() -> tuple[tuning.Kernel, ...]:
     return strips_kernel(), ON_BLAS, DECODE
 
 
-# where a decoding step against a contiguous cache leaves its loop for BLAS (decode_blas.py)
+# where a decoding step against a cache (each K/V head's rows contiguous) leaves its loop for
+# BLAS (decode_blas.py)
 DECODE = tuning.Kernel(
     "decode",
     fused_attention,

@@ -46,9 +46,8 @@ def flat_view(a, n):
 def unit_rows(a) -> bool:
     """Whether each unit's rows of a (U, S, d) stack are C-contiguous, as they are in a view of
     the first S rows of a longer cache buffer: then a[u : u + 1] is C-contiguous."""
-    return a.shape[1] <= 1 or (
-        a.strides[2] == a.itemsize and a.strides[1] == a.shape[2] * a.itemsize
-    )
+    features = a.shape[2] <= 1 or a.strides[2] == a.itemsize
+    return features and (a.shape[1] <= 1 or a.strides[1] == a.shape[2] * a.itemsize)
 
 
 def softcap_in_place(s, cap):

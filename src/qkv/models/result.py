@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from qkv import display
-from qkv.lazy import BUDGET, LazyTrace
+from qkv import display, lazy
+from qkv.lazy import LazyTrace
 from qkv.tiles import held_bytes
 from qkv.trace import Trace
 
@@ -41,11 +41,11 @@ class ModelTrace:
         if order:
             s = self.layers[order[0]].settings
             size = len(order) * (s["n_heads"] or 1) * s["L"] * s["S"] * 4
-            if size > BUDGET:
+            if size > lazy.BUDGET:
                 raise ValueError(
                     f"run.weights would hold {size / 1e6:,.0f} MB ({len(order)} layers × "
                     f"{s['n_heads']} heads × {s['L']} × {s['S']}), more than the "
-                    f"{BUDGET / 1e6:,.0f} MB a whole read may take; read run.layer(i) with its "
+                    f"{lazy.BUDGET / 1e6:,.0f} MB a whole read may take; read run.layer(i) with its "
                     "readers: .head(h)['weights'], .rows, .top_keys, .head_stats, .pooled"
                 )
         return np.stack([self.layers[i]["weights"] for i in order])

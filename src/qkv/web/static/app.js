@@ -3,7 +3,7 @@
 // The API's bounds and step names come from GET /api/limits, asked once at start-up.
 import { api, limits } from "./api.js";
 import { $, disable } from "./dom.js";
-import { shown } from "./mode.js";  // first: the mode the URL asks for, before any answer
+import { shown } from "./mode.js";  // the mode the URL asks for, set before any answer
 import { buildPanels } from "./panels.js";
 import * as predict from "./predict.js";    // predict-then-reveal; listens for "qkv:rendered"
 import * as practice from "./practice.js";  // the practice panel (exercises checked by the server)
