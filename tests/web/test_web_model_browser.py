@@ -129,15 +129,16 @@ def test_a_shared_url_opens_that_head_and_a_bad_one_falls_back(page, model_serve
 def test_a_model_url_opens_the_model_even_when_its_script_comes_last(page, model_server_url):
     """The scenes' script may answer (and rewrite the URL with its own state) before the model
     mode's script has arrived; the URL's ?mode=model must still open the model."""
-    held = []
-    page.route(
-        "**/static/whatif.js", lambda route: held.append(route)
-    )  # one of model.js's imports, kept back
+    held = []  # one of model.js's imports, kept back
+    page.route("**/static/whatif.js", lambda route: held.append(route))
     text = "The bank raised interest rates"
-    with page.expect_response(lambda r: r.url.endswith("/api/trace")):  # the scenes' answer
-        page.goto(
-            f"{model_server_url}/?mode=model&model=minilm-l6&text={text}", wait_until="commit"
-        )
+    url = f"{model_server_url}/?mode=model&model=minilm-l6&text={text}"
+    with page.expect_response(lambda r: r.url.endswith("/api/trace"), timeout=60_000):
+        page.goto(url, wait_until="commit")  # until the scenes' answer has come
+    for _ in range(600):  # and model.js has asked for its import (at most 30 s)
+        if held:
+            break
+        page.wait_for_timeout(50)
     page.wait_for_timeout(500)  # longer than the scenes' URL writer waits after a paint
     assert len(held) == 1
     held[0].continue_()
