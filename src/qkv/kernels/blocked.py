@@ -37,7 +37,7 @@ import numpy as np
 
 from qkv.checks import Problem
 from qkv.kernels import layout, tuning
-from qkv.kernels.threads import default_workers, pool, single_threaded_blas
+from qkv.kernels.threads import default_workers, single_threaded_blas, spread
 from qkv.steps import head_groups
 
 # |scores| below which exp(s) needs no shift: e^±60 and S·e^60 stay normal float32 numbers
@@ -146,7 +146,7 @@ def blocked_attention(
                     for item in items:
                         run(item)
                 else:
-                    list(pool(workers).map(run, items))
+                    spread(run, items, workers)
         except _NoWeight:
             return None
     out = out.reshape(*batch, G * r, L, d_v)  # (..., H, L, d_v)

@@ -63,7 +63,7 @@ import numpy as np
 
 from qkv.checks import Problem
 from qkv.kernels import blocked, compiled, decode_blas, layout, tuning
-from qkv.kernels.threads import default_workers, pool, single_threaded_blas
+from qkv.kernels.threads import default_workers, spread
 
 LOG2E = 1.4426950408889634
 DECODE_ROWS = 8  # up to this many query rows per K/V head: the decode loop, no BLAS
@@ -83,18 +83,9 @@ def available() -> bool:
 
 
 def fused_attention(
-    q,
-    k,
-    v,
-    *,
-    workers=None,
-    block_q=None,
-    block_k=None,
-    vouch=False,
-    strips=True,
-    blas_keys=None,
-    **rule,
-):
+    q, k, v, *, workers=None, block_q=None, block_k=None, vouch=False, strips=True,
+    blas_keys=None, **rule,
+):  # fmt: skip
     """z = softmax_sink(mask(cap(q·kᵀ·scale/τ) + bias))·v with a compiled pass per tile, for
     validated NumPy inputs: q (..., [H,] L, d_k), k (..., [G,] S, d_k), v (..., [G,] S, d_v),
     G dividing H; mask boolean broadcastable to (..., H, L, S) or None; causal None,
@@ -196,8 +187,7 @@ def fused_attention(
     if len(chunks) <= 1:
         finite = run(chunks[0])
     else:
-        with single_threaded_blas():  # one BLAS thread per worker
-            finite = all(list(pool(len(chunks)).map(run, chunks)))
+        finite = all(spread(run, chunks, len(chunks)))
     if vouch and not finite and not np.isfinite(out).all():
         return None
     # (U, r·L, d_v) -> (..., H, L, d_v), without the padding axes the inputs did not have

@@ -12,7 +12,7 @@ import numpy as np
 
 from qkv.blas import single_threaded_blas
 
-__all__ = ["default_workers", "pool", "rows_product", "single_threaded_blas"]
+__all__ = ["default_workers", "pool", "rows_product", "single_threaded_blas", "spread"]
 
 # multiply-adds from which ``rows_product`` splits a product over the workers (below, one call)
 PRODUCT_SPLIT = 1 << 22
@@ -34,6 +34,13 @@ def pool(workers: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(workers, thread_name_prefix="qkv-blocked")
 
 
+def spread(fn, items, workers: int) -> list:
+    """[fn(item) for item in items] on ``workers`` threads of the pool, in order, BLAS held to
+    one thread each while they run (no oversubscription)."""
+    with single_threaded_blas():
+        return list(pool(workers).map(fn, items))
+
+
 def rows_product(a, b):
     """a @ b for NumPy matrices (M, K) @ (K, N): a large one as one block of rows per worker,
     each worker's BLAS on one thread. BLAS's own threads keep spinning for a while after their
@@ -50,8 +57,7 @@ def rows_product(a, b):
     def part(i: int) -> None:
         np.matmul(a[edges[i] : edges[i + 1]], b, out=out[edges[i] : edges[i + 1]])
 
-    with single_threaded_blas():
-        list(pool(workers).map(part, range(workers)))
+    spread(part, range(workers), workers)
     return out
 
 
