@@ -225,8 +225,8 @@ def test_every_compiled_loop_asks_for_the_full_vector_width():
     assert '"prefer-vector-width"="512"' in total.inspect_llvm(total.signatures[0])
     from qkv.kernels import decode_jit
 
-    loops = [fused_jit.tile, fused_jit.decode, fused_jit.largest_norm, fused_jit.finish]
-    loops += [decode_jit.decode_step]
+    loops = [fused_jit.tile, fused_jit.largest_norm, fused_jit.finish]
+    loops += [decode_jit.decode, decode_jit.decode_step]
     loops += [quantized_jit.times4, quantized_jit.times8]
     for loop in loops:
         assert "full_width" in loop.py_func.__code__.co_names, loop.__name__

@@ -34,6 +34,7 @@ def kernels() -> dict[str, Callable[..., Any]]:
         from qkv.kernels import decode_jit, fused_jit, strips_jit
 
         COMPILED.update(fused_jit.build())
-        COMPILED.update(decode_step=decode_jit.decode_step, blas=decode_jit.functions)
+        COMPILED.update(decode=decode_jit.decode, decode_step=decode_jit.decode_step)
+        COMPILED.update(blas=decode_jit.functions)
         COMPILED.update(strips=strips_jit.strips)
     return COMPILED

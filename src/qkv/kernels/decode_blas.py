@@ -14,7 +14,7 @@ from qkv.blas import single_threaded_blas
 from qkv.kernels import compiled, layout, tuning
 
 BLOCK = 16384  # keys per matmul through NumPy (4,096: 9% slower at 16,384 keys)
-DECODE_BLAS_KEYS = 512  # built in: from this many keys, BLAS instead of the fused decode loop
+DECODE_BLAS_KEYS = 512  # built in: from this many keys, BLAS instead of the compiled decode loop
 DECODE_LOOP_KEYS = 1 << 16  # the tuner's other choice: the loop up to here
 
 

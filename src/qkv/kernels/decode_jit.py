@@ -1,19 +1,23 @@
-"""A decoding step in one compiled call, which calls NumPy's own BLAS itself.
+"""The decoding steps' compiled functions: the loop that reads each key once for all the rows
+that share it, and a step that calls NumPy's own BLAS.
 
-A step of one query row per K/V head (or a few) against a cache whose every key it sees is two
-matrix-vector products per head and the softmax between them (``kernels/fused.py``). Through
-NumPy, each product, each small array and each check is a Python call, and right after the
-products have streamed K and V through the caches each of those costs tens of microseconds.
-Here the whole step is one compiled function that calls the BLAS NumPy calls: the same
-library, with its thread count set the same way (``blas.single_threaded_blas`` included),
-found by the symbols it exports. NumPy's wheels ship OpenBLAS as scipy-openblas, with 64-bit
-integers and the symbols ``scipy_cblas_sgemv64_`` and so on; where NumPy's BLAS does not
-export them (another library, another build), ``functions`` returns None and the step runs
-through NumPy's matmul (``decode_blas.step``).
+``decode``: a few query rows per K/V head (a decoding step's heads) against a cache, one K/V
+head after another, a block of DECODE_BLOCK keys at a time: the scores of a block for every
+row (each key read once), the online-softmax row update (``fused_jit._row_update``), then p·v
+(each value read once, never a masked one).
 
+``decode_step``: rows that see every key of a long cache are two matrix-vector products per
+head and the softmax between them. Through NumPy, each product, each small array and each
+check is a Python call, and right after the products have streamed K and V through the caches
+each of those costs tens of microseconds. Here the whole step is one compiled function that
+calls the BLAS NumPy calls: the same library, with its thread count set the same way
+(``blas.single_threaded_blas`` included), found by the symbols it exports. NumPy's wheels ship
+OpenBLAS as scipy-openblas, with 64-bit integers and the symbols ``scipy_cblas_sgemv64_`` and
+so on; where NumPy's BLAS does not export them (another library, another build),
+``functions`` returns None and the step runs through NumPy's matmul (``decode_blas.step``).
 One query row per head takes gemv (K·q, then Vᵀ·p: each key and value read once, and no
-packing); a few rows take gemm. Between them, the tile pass's row update (``fused_jit``): p
-= 2^(s − max), its sum ℓ, and at the end ``fused_jit.finish``: z = a / ℓ, and its statuses.
+packing); a few rows take gemm. Between them, the tile pass's row update, and at the end
+``fused_jit.finish``: z = a / ℓ, and its statuses.
 """
 
 from __future__ import annotations
@@ -53,6 +57,90 @@ def functions(dtype) -> tuple[int, int] | None:
                 if gemv and gemm:  # (never NULL for an exported function)
                     return gemv, gemm
     return None
+
+
+DECODE_BLOCK = 256  # keys per block in the decode loop: a block's scores stay in L1
+
+
+def _loop_signatures() -> list:
+    """``decode``'s, per float type: q read-only and C-contiguous; K and V read-only,
+    C-contiguous (the dot products vectorise: 3.5× faster) or of any layout; the mask
+    read-only; out written."""
+    out = []
+    i, b = types.int64, types.boolean
+    for f in (types.float32, types.float64):
+        mask = types.Array(b, 3, "A", readonly=True)
+        for kv in (types.Array(f, 3, "C", readonly=True), types.Array(f, 3, "A", readonly=True)):
+            args = (types.Array(f, 3, "C", readonly=True), kv, kv, mask, b, i, b, i)
+            out.append(types.void(*args, types.Array(f, 3, "A")))
+    return out
+
+
+@numba.njit(_loop_signatures(), **OPTS)
+def decode(q, k, v, seen, has_mask, L, causal, offset, out):
+    """Attention for a few query rows per K/V head, reading each key and value once: q (U, n,
+    d_k) times scale/τ·log₂e, k (U, S, d_k), v (U, S, d_v), seen (U, n, S) the mask when
+    has_mask, out (U, n, d_v). Row i is query i % L (rows are r heads × L); with ``causal`` it
+    sees keys j ≤ i % L + offset. A masked or hidden key is never read."""
+    full_width()
+    U, n, d = q.shape
+    S, d_v = k.shape[1], v.shape[2]
+    s = np.empty((n, DECODE_BLOCK), q.dtype)
+    lanes = np.empty(16, q.dtype)
+    m = np.empty(n, q.dtype)
+    ell = np.empty(n, q.dtype)
+    acc = np.empty((n, d_v), q.dtype)
+    blk = np.empty((n, d_v), q.dtype)  # a block's p·v, added to acc whole: fewer roundings
+    hi = np.empty(n, np.int64)
+    visible = np.empty(n, np.int64)  # keys each row sees
+    zero = np.zeros(1, q.dtype)[0]  # sums stay in q's dtype
+    for i in range(n):
+        hi[i] = S if not causal else min(S, max(0, i % L + offset + 1))
+    j_end = hi.max() if n else 0
+    for a in range(U):
+        m[:] = -np.inf
+        ell[:] = 0.0
+        acc[:] = 0.0
+        visible[:] = 0
+        sa = seen[a] if has_mask else seen[0]
+        for j0 in range(0, j_end, DECODE_BLOCK):
+            nb = min(DECODE_BLOCK, j_end - j0)
+            for j in range(nb):  # scores: each key read once for every row
+                for i in range(n):
+                    t = zero
+                    for c in range(d):
+                        t += q[a, i, c] * k[a, j0 + j, c]
+                    s[i, j] = t
+            for i in range(n):
+                row_hi = min(nb, max(0, hi[i] - j0))
+                if has_mask:
+                    seen_row = sa[i, j0 : j0 + nb]
+                    m_new, alpha, total = _row_update(s[i], row_hi, seen_row, True, m[i], lanes)
+                else:
+                    m_new, alpha, total = _row_update(s[i], row_hi, sa[0], False, m[i], lanes)
+                ell[i] = ell[i] * alpha + total
+                if alpha != 1.0:
+                    for c in range(d_v):
+                        acc[i, c] *= alpha
+                m[i] = m_new
+            blk[:] = 0.0
+            for j in range(nb):  # p·v: each value read once, only where it is visible
+                for i in range(n):
+                    if j0 + j < hi[i] and (not has_mask or sa[i, j0 + j]):
+                        visible[i] += 1
+                        p = s[i, j]
+                        for c in range(d_v):
+                            blk[i, c] += p * v[a, j0 + j, c]
+            acc += blk
+        for i in range(n):
+            # a +inf score, or a row that sees keys but summed no weight (every score −inf):
+            # NaN, so that the reference decides (kernels/dispatch.py)
+            undefined = m[i] == np.inf or (visible[i] > 0 and (ell[i] == 0.0 or m[i] == -np.inf))
+            for c in range(d_v):
+                if undefined:
+                    out[a, i, c] = np.nan
+                else:
+                    out[a, i, c] = acc[i, c] / ell[i] if ell[i] != 0.0 else 0.0
 
 
 def _float_type(dtype) -> ir.Type:

@@ -25,15 +25,11 @@ whole diagonal block and mask it). When
 max|q_i|·max|k_j| shows that no score can overflow 2^s (the blocked kernel's bound), m stays 0
 and the pass is one exp2 loop per row (no max, no rescaling).
 
-A one-query step against a cache (decoding, up to DECODE_ROWS rows per K/V head) where every
-row sees every key of a long cache may read K and V once each through BLAS, with the same
-compiled row update in between (``kernels/decode_blas.py``: memory-bound, as fast as the
-matrix-vector products themselves, which BLAS spreads over its own threads); otherwise (a
-mask, a diagonal, a short cache) one compiled loop per K/V head reads each key and value once
-for all the query heads that share it, and never a masked one. Which of the two reads a long
-cache faster depends on the processor: it is measured on first use (``DECODE``). A cache that
-is a view into a longer buffer (a KVCache's) is read by the loop one K/V head at a time, whose
-rows are contiguous, without a copy.
+A step of a few query rows per K/V head against a cache (decoding, up to DECODE_ROWS rows
+per K/V head, no softcap, bias or sinks) takes ``kernels/decode.py``: one compiled loop per K/V
+head that reads each key and value once for all the query rows that share it, or BLAS for
+rows that see every key of a long cache, from as many keys as measured on first use
+(``DECODE``).
 
 The optional steps: the bias is added inside the compiled pass, before the row max, on the
 keys a row may see (+ bias·log₂e from the tile's slice of the broadcast bias, an extra
@@ -62,13 +58,10 @@ import threading
 import numpy as np
 
 from qkv.checks import Problem
-from qkv.kernels import blocked, compiled, decode_blas, layout, tuning
-from qkv.kernels.threads import default_workers, spread
+from qkv.kernels import blocked, compiled, decode, decode_blas, layout, tuning
 
 LOG2E = 1.4426950408889634
-DECODE_ROWS = 8  # up to this many query rows per K/V head: the decode loop, no BLAS
-DECODE_BLOCK = 256  # keys per block in the decode loop (scores of a block stay in L1)
-PARALLEL_MIN = 1 << 21  # decode: below this many key·feature reads, one thread
+DECODE_ROWS = 8  # up to this many query rows per K/V head: a decoding step (decode.py)
 DIAGONAL_PIECES = 2  # row pieces of a causal diagonal block (measured: 1 to 4 within 1%)
 
 
@@ -104,7 +97,7 @@ def fused_attention(
     dtype, work = q.dtype, (np.float64 if q.dtype == np.float64 else np.float32)
     if not q.dtype == k.dtype == v.dtype == work:  # float16: float32
         q, k, v = (a if a.dtype == work else a.astype(work) for a in (q, k, v))
-    L, S, d_k, d_v = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+    L = q.shape[-2]
     factor = scale / temperature * LOG2E  # scores in log₂ units: exp2 instead of exp
     nd = max(q.ndim, k.ndim, v.ndim, 3)
     q4, k4, v4 = (layout.padded(a, nd) for a in (q, k, v))
@@ -128,70 +121,22 @@ def fused_attention(
         if out is None or vouch and not np.isfinite(out).all():
             return None
         return out if out.dtype == dtype else out.astype(dtype)
-    batch = q4.shape[:-3]
-    if not batch == k4.shape[:-3] == v4.shape[:-3]:
-        batch = np.broadcast_shapes(q4.shape[:-3], k4.shape[:-3], v4.shape[:-3])
-    U = math.prod(batch) * G
-    if U == 0:  # no heads or an empty batch: an empty output
-        out = np.zeros((*batch, G * r, L, d_v), dtype=dtype)
-        return out.reshape(out.shape[nd - max(q.ndim, k.ndim, v.ndim) :])
-    # (..., H, L, d_k) -> (U, r·L, d_k): the rows that share a K/V head, times c·log₂e
-    qs = _expanded(layout.split_heads(q4, G, r), (*batch, G, r, L, d_k))
-    qs = np.multiply(qs.reshape(U, r * L, d_k), factor, dtype=work, order="C")
-    ks = _expanded(k4, (*batch, G, S, d_k)).reshape(U, S, d_k)  # a view when it can be
-    vs = _expanded(v4, (*batch, G, S, d_v)).reshape(U, S, d_v)
-    ms = compiled.NO_MASK
-    if mask is not None:  # one row per unit here (r·L = 1)
-        mm = layout.split_heads(layout.padded(np.asarray(mask), nd), G, r)
-        ms = np.broadcast_to(mm, (*batch, G, r, L, S)).reshape(U, r * L, S)
-    out = np.empty((U, r * L, d_v), dtype=work)  # every row written
-    offset = S - L if causal == "bottom-right" else 0
-    # every row sees every key (no mask; causal hides nothing): BLAS may read K and V
-    blas = mask is None and (causal is None or offset + 1 >= S)
-    if blas:  # from how many keys (a short cache: the loop)
-        blas = S >= (blas_keys or decode_blas.blas_from(ks, vs, DECODE))
-    # the loop's dot products vectorise on contiguous rows only: a cache's view (the first S
-    # rows of a longer buffer) is read one unit at a time, other strides are copied
-    per_unit = not blas and not (ks.flags.c_contiguous and vs.flags.c_contiguous)
-    if per_unit and not (layout.unit_rows(ks) and layout.unit_rows(vs)):
-        ks, vs, per_unit = np.ascontiguousarray(ks), np.ascontiguousarray(vs), False
-    if not blas:
-        ks, vs = compiled.read_only(ks), compiled.read_only(vs)
-    if workers is None:
-        # BLAS threads its own matrix-vector products: one caller beats a worker per CPU with
-        # BLAS on one thread each (two cores, 12 heads × 16,384 keys: 4.4 against 5.4 ms)
-        small = U * S * (d_k + d_v) < PARALLEL_MIN
-        workers = 1 if blas or small else default_workers()
-    step = -(-U // workers)
-    chunks = [(u0, min(u0 + step, U)) for u0 in range(0, U, step)]
-
-    def run(c) -> bool:
-        """These units' rows; whether their every z is known to be finite."""
-        u0, u1 = c
-        if blas:  # its compiled pass tells
-            return decode_blas.step(qs[u0:u1], ks[u0:u1], vs[u0:u1], out[u0:u1])
-        for a0, a1 in [(a, a + 1) for a in range(u0, u1)] if per_unit else [c]:
-            compiled.kernels()["decode"](
-                qs[a0:a1],
-                ks[a0:a1],
-                vs[a0:a1],
-                ms if mask is None else ms[a0:a1],
-                mask is not None,
-                L,
-                causal is not None,
-                offset,
-                out[a0:a1],
-            )
-        return False  # not known: the output is looked at below
-
-    if len(chunks) <= 1:
-        finite = run(chunks[0])
-    else:
-        finite = all(spread(run, chunks, len(chunks)))
+    out, finite = decode.decoding(
+        q4,
+        k4,
+        v4,
+        mask,
+        causal,
+        factor,
+        groups=(G, r),
+        work=work,
+        workers=workers,
+        blas_keys=blas_keys,
+        kernel=DECODE,
+    )
     if vouch and not finite and not np.isfinite(out).all():
         return None
-    # (U, r·L, d_v) -> (..., H, L, d_v), without the padding axes the inputs did not have
-    out = out.reshape((*batch, G * r, L, d_v)[nd - max(q.ndim, k.ndim, v.ndim) :])
+    out = out.reshape(out.shape[nd - max(q.ndim, k.ndim, v.ndim) :])  # without padding axes
     return out if out.dtype == dtype else out.astype(dtype)
 
 
@@ -333,11 +278,6 @@ class _FusedPlan(blocked._Plan):
             if j_end > j0:
                 out.append((r0, r1, j_end))
         return out
-
-
-def _expanded(a, shape):
-    """a broadcast to shape (a itself when it has that shape already)."""
-    return a if a.shape == shape else np.broadcast_to(a, shape)
 
 
 def _by_strips(work, mask, bias, softcap, finite, v) -> bool:

@@ -41,14 +41,13 @@ class _Options(TypedDict):
 
 OPTS: _Options = {"nogil": True, "cache": True, "fastmath": {"reassoc", "contract"}}
 W = 16  # lanes of the row max: independent maxima the compiler turns into vector code
-DECODE_BLOCK = 256  # keys per block in the decode loop: a block's scores stay in L1
 
 
 def build() -> dict[str, Callable[..., Any]]:
-    """{"tile", "decode", "norm", "finish"}: the compiled functions, each with its float32 and
-    float64 versions (numba picks one by the arguments' dtype; compiled on first use, or loaded
-    from its cache)."""
-    return {"tile": tile, "decode": decode, "norm": largest_norm, "finish": finish}
+    """{"tile", "norm", "finish"}: the compiled functions, each with its float32 and float64
+    versions (numba picks one by the arguments' dtype; compiled on first use, or loaded from its
+    cache). The decoding loop is ``decode_jit.decode``."""
+    return {"tile": tile, "norm": largest_norm, "finish": finish}
 
 
 def _intrinsic(codegen_typing) -> Callable[..., Any]:
@@ -233,15 +232,10 @@ def _signatures(kind: str) -> list:
             out.append(f(written(3)))
         elif kind == "finish":  # m, ell, acc, out (u, h, i, d_v) -> status
             out.append(types.int64(written(2), written(2), written(3), types.Array(f, 4, "A")))
-        elif kind == "tile":  # s, m, ell, acc, pos, j0, diagonal, offset, seen, has_mask, bias,
+        else:  # tile: s, m, ell, acc, pos, j0, diagonal, offset, seen, has_mask, bias,
             # has_bias, fixed -> partial
             args = (written(3), written(2), written(2), written(3), read(i, 1), i, b, i)
             out.append(b(*args, read(b, 3), b, read(f, 4), b, b))
-        else:  # q, k, v, seen, has_mask, L, causal, offset, out; K and V contiguous (the
-            # dot products vectorise: 3.5× faster) or not
-            for kv in (types.Array(f, 3, "C", readonly=True), read(f, 3)):
-                args = (types.Array(f, 3, "C", readonly=True), kv, kv, read(b, 3), b, i, b, i)
-                out.append(types.void(*args, types.Array(f, 3, "A")))
     return out
 
 
@@ -288,73 +282,6 @@ def tile(s, m, ell, acc, pos, j0, diagonal, offset, seen, has_mask, bias, has_bi
                     acc[a, i, c] *= alpha
             m[a, i] = m_new
     return partial
-
-
-@numba.njit(_signatures("decode"), **OPTS)
-def decode(q, k, v, seen, has_mask, L, causal, offset, out):
-    """Attention for a few query rows per K/V head, reading each key and value once: q (U, n,
-    d_k) times scale/τ·log₂e, k (U, S, d_k), v (U, S, d_v), seen (U, n, S) the mask when
-    has_mask, out (U, n, d_v). Row i is query i % L (rows are r heads × L); with ``causal`` it
-    sees keys j ≤ i % L + offset. A masked or hidden key is never read."""
-    full_width()
-    U, n, d = q.shape
-    S, d_v = k.shape[1], v.shape[2]
-    s = np.empty((n, DECODE_BLOCK), q.dtype)
-    lanes = np.empty(16, q.dtype)
-    m = np.empty(n, q.dtype)
-    ell = np.empty(n, q.dtype)
-    acc = np.empty((n, d_v), q.dtype)
-    blk = np.empty((n, d_v), q.dtype)  # a block's p·v, added to acc whole: fewer roundings
-    hi = np.empty(n, np.int64)
-    visible = np.empty(n, np.int64)  # keys each row sees
-    zero = np.zeros(1, q.dtype)[0]  # sums stay in q's dtype
-    for i in range(n):
-        hi[i] = S if not causal else min(S, max(0, i % L + offset + 1))
-    j_end = hi.max() if n else 0
-    for a in range(U):
-        m[:] = -np.inf
-        ell[:] = 0.0
-        acc[:] = 0.0
-        visible[:] = 0
-        sa = seen[a] if has_mask else seen[0]
-        for j0 in range(0, j_end, DECODE_BLOCK):
-            nb = min(DECODE_BLOCK, j_end - j0)
-            for j in range(nb):  # scores: each key read once for every row
-                for i in range(n):
-                    t = zero
-                    for c in range(d):
-                        t += q[a, i, c] * k[a, j0 + j, c]
-                    s[i, j] = t
-            for i in range(n):
-                row_hi = min(nb, max(0, hi[i] - j0))
-                if has_mask:
-                    seen_row = sa[i, j0 : j0 + nb]
-                    m_new, alpha, total = _row_update(s[i], row_hi, seen_row, True, m[i], lanes)
-                else:
-                    m_new, alpha, total = _row_update(s[i], row_hi, sa[0], False, m[i], lanes)
-                ell[i] = ell[i] * alpha + total
-                if alpha != 1.0:
-                    for c in range(d_v):
-                        acc[i, c] *= alpha
-                m[i] = m_new
-            blk[:] = 0.0
-            for j in range(nb):  # p·v: each value read once, only where it is visible
-                for i in range(n):
-                    if j0 + j < hi[i] and (not has_mask or sa[i, j0 + j]):
-                        visible[i] += 1
-                        p = s[i, j]
-                        for c in range(d_v):
-                            blk[i, c] += p * v[a, j0 + j, c]
-            acc += blk
-        for i in range(n):
-            # a +inf score, or a row that sees keys but summed no weight (every score −inf):
-            # NaN, so that the reference decides (kernels/dispatch.py)
-            undefined = m[i] == np.inf or (visible[i] > 0 and (ell[i] == 0.0 or m[i] == -np.inf))
-            for c in range(d_v):
-                if undefined:
-                    out[a, i, c] = np.nan
-                else:
-                    out[a, i, c] = acc[i, c] / ell[i] if ell[i] != 0.0 else 0.0
 
 
 @numba.njit(_signatures("norm"), **OPTS)
