@@ -1,10 +1,15 @@
 """A decoding step: a few query rows per K/V head against a cache (``fused_attention`` sends
 calls of up to ``fused.DECODE_ROWS`` rows per K/V head here, without softcap, bias or sinks).
 
-Rows that see every key of a long cache may read K and V once each through BLAS
-(``kernels/decode_blas.py``), from as many keys as the tuner measured (``fused.DECODE``);
-otherwise one compiled loop per K/V head (``decode_jit.decode``) reads each key and value once
-for all the query rows that share it, and never a masked one. Workers take whole K/V heads.
+Rows that see every key of a long cache may read K and V once each through BLAS, with the
+tile pass's compiled row update in between (``kernels/decode_blas.py``: memory-bound, as fast
+as the matrix-vector products themselves, which BLAS spreads over its own threads), from as
+many keys as the tuner measured on this processor (``fused.DECODE``). Otherwise (a mask, a
+diagonal, a short cache) one compiled loop per K/V head (``decode_jit.decode``) reads each key
+and value once for all the query rows that share it, and never a masked one. A cache that is
+a view into a longer buffer (a KVCache's) is read by the loop one K/V head at a time, whose
+rows are contiguous, without a copy. Workers take whole K/V heads; a step too small to pay
+for handing work to a thread runs on the caller's.
 """
 
 from __future__ import annotations
