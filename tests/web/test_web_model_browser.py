@@ -146,3 +146,17 @@ def test_a_model_url_opens_the_model_even_when_its_script_comes_last(page, model
     query = parse_qs(urlsplit(page.url).query)
     assert query["mode"] == ["model"] and query["text"] == [text]
     assert page.locator("#controls").is_hidden()
+
+
+@pytest.mark.parametrize("missing", ["model.js", "whatif.js"])
+def test_a_model_view_that_cannot_load_says_so(page, model_server_url, missing):
+    """model.js, or one of its imports, does not arrive: the page says so where its errors go,
+    instead of staying blank."""
+    page.route(f"**/static/{missing}", lambda route: route.fulfill(status=404, body="gone"))
+    page.goto(f"{model_server_url}/?mode=model&model=minilm-l6")
+    box = page.locator("#error")
+    box.wait_for(state="visible", timeout=30_000)
+    assert "could not load" in box.inner_text() and "model.js" in box.inner_text()
+    refused = "Failed to load resource: the server responded with a status of 404"
+    assert [e for e in page.console_errors if e.startswith(refused)] != []
+    page.console_errors[:] = [e for e in page.console_errors if not e.startswith(refused)]
