@@ -6,8 +6,8 @@ timed three ways (the first two on the calling thread):
     in cache    the same layer's K and V every step (what a repeated benchmark step sees)
     from memory 30 layers' K and V in turn, as a 30-layer model reads them (more than the
                 last-level cache holds once T is in the thousands)
-    2 workers   from memory, the K/V heads shared by two of the kernel's pool threads as
-                ``kernels/decode.py`` shares them (2 and 1)
+    2 workers   from memory, the K/V heads shared by two of the kernel's pool threads (2 and
+                1, as ``kernels/decode.py`` shares them on a machine of two CPUs)
 
 Before each step the caller spins alone for 300 µs, as a model's thread does its other work
 between attention calls (the pool's threads go to sleep meanwhile).

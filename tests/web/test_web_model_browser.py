@@ -160,3 +160,24 @@ def test_a_model_view_that_cannot_load_says_so(page, model_server_url, missing):
     refused = "Failed to load resource: the server responded with a status of 404"
     assert [e for e in page.console_errors if e.startswith(refused)] != []
     page.console_errors[:] = [e for e in page.console_errors if not e.startswith(refused)]
+
+
+def test_the_scenes_run_without_the_model_view(page, model_server_url):
+    """Without ?mode=model a model.js that does not arrive leaves the scenes as they are: they
+    paint, and the error line is never shown, not even for a moment."""
+    page.route("**/static/model.js", lambda route: route.fulfill(status=404, body="gone"))
+    page.add_init_script(
+        """document.addEventListener("DOMContentLoaded", () => {
+          const box = document.getElementById("error");  // module scripts have run by now
+          const look = () => { if (!box.hidden) window.errorShown = box.textContent; };
+          look();
+          new MutationObserver(look).observe(box, {attributes: true, childList: true});
+        });"""
+    )
+    page.goto(model_server_url + "/")
+    page.wait_for_function("() => Number(document.body.dataset.renders) >= 1")
+    page.wait_for_timeout(300)
+    assert page.locator("#error").is_hidden()
+    assert page.evaluate("() => window.errorShown") is None
+    refused = "Failed to load resource: the server responded with a status of 404"
+    page.console_errors[:] = [e for e in page.console_errors if not e.startswith(refused)]

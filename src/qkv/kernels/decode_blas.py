@@ -1,4 +1,4 @@
-"""A decoding step through BLAS: query rows that see every key of a long cache (``kernels/fused.py``
+"""A decoding step through BLAS: query rows that see every key of a long cache (``kernels/decode.py``
 sends them here, from DECODE_BLAS_KEYS keys, or from as many as ``blas_from`` measured on this
 processor). Scores by BLAS, the fused kernel's compiled row update on them, p·v by BLAS:
 K and V read once each, at BLAS's speed, in one compiled call that calls NumPy's BLAS itself

@@ -8,10 +8,12 @@ document.body.dataset.mode = opened;
 
 export const shown = () => document.body.dataset.mode || "scenes";
 
-// model.js, or one of its imports, failing to arrive fires "error" on its script element (after
-// this module has run: module scripts run in document order): say so where the page's errors go
-// rather than leave the model mode blank
+// A module that only model.js's graph holds failing to arrive fires "error" on model.js's script
+// element (after this module has run: module scripts run in document order). In model mode,
+// say so where the page's errors go rather than leave the page blank (the scenes run without
+// model.js, and clear that line once they have painted).
 document.querySelector('script[src$="/static/model.js"]')?.addEventListener("error", () => {
+  if (shown() !== "model") return;
   const box = document.getElementById("error");
   box.textContent =
     "The real-model view could not load (/static/model.js or one of its imports did not " +
