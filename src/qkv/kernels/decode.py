@@ -52,14 +52,17 @@ def decoding(q4, k4, v4, mask, causal, factor, *, groups, work, workers, blas_ke
         ms = np.broadcast_to(mm, (*batch, G, r, L, S)).reshape(U, r * L, S)
     out = np.empty((U, r * L, d_v), dtype=work)  # every row written
     offset = S - L if causal == "bottom-right" else 0
+    # each K/V head's rows contiguous (a whole array, or a cache's view: the first S rows of a
+    # longer buffer): the loop reads them in place, and the tuner's choice applies
+    in_rows = layout.unit_rows(ks) and layout.unit_rows(vs)
     # every row sees every key (no mask; causal hides nothing): BLAS may read K and V
     blas = mask is None and (causal is None or offset + 1 >= S)
     if blas:  # from how many keys (a short cache: the loop)
-        blas = S >= (blas_keys or decode_blas.blas_from(ks, vs, kernel))
-    # the loop's dot products vectorise on contiguous rows only: a cache's view (the first S
-    # rows of a longer buffer) is read one unit at a time, other strides are copied
+        blas = S >= (blas_keys or decode_blas.blas_from(S, in_rows, kernel))
+    # the loop's dot products vectorise on contiguous rows only: a cache's view is read one
+    # unit at a time, other strides are copied
     per_unit = not blas and not (ks.flags.c_contiguous and vs.flags.c_contiguous)
-    if per_unit and not (layout.unit_rows(ks) and layout.unit_rows(vs)):
+    if per_unit and not in_rows:
         ks, vs, per_unit = np.ascontiguousarray(ks), np.ascontiguousarray(vs), False
     if not blas:
         ks, vs = compiled.read_only(ks), compiled.read_only(vs)

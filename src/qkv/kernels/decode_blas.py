@@ -1,6 +1,6 @@
-"""A decoding step through BLAS: query rows that see every key of a long cache (``kernels/decode.py``
-sends them here, from DECODE_BLAS_KEYS keys, or from as many as ``blas_from`` measured on this
-processor). Scores by BLAS, the fused kernel's compiled row update on them, p·v by BLAS:
+"""A decoding step through BLAS: query rows that see every key of a long cache
+(``kernels/decode.py`` sends them here, from DECODE_BLAS_KEYS keys, or from as many as
+``blas_from`` measured on this processor). Scores by BLAS, the fused kernel's compiled row update on them, p·v by BLAS:
 K and V read once each, at BLAS's speed, in one compiled call that calls NumPy's BLAS itself
 (``kernels/decode_jit.py``); through NumPy's matmul where that BLAS cannot be reached."""
 
@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from qkv.blas import single_threaded_blas
-from qkv.kernels import compiled, layout, tuning
+from qkv.kernels import compiled, tuning
 
 BLOCK = 16384  # keys per matmul through NumPy (4,096: 9% slower at 16,384 keys)
 DECODE_BLAS_KEYS = 512  # built in: from this many keys, BLAS instead of the compiled decode loop
@@ -51,16 +51,14 @@ def describe(t: tuning.Tiles) -> str:
     return f"BLAS from {t.block_k:,} keys"
 
 
-def blas_from(ks, vs, kernel: tuning.Kernel) -> int:
-    """Keys from which a decoding step whose rows see every key reads K and V through BLAS:
-    measured on this processor (``kernel``'s choice) for a cache of DECODE_BLAS_KEYS keys or more
-    whose every unit's rows are contiguous (a whole array, or a view into a longer buffer, which
-    the loop reads one unit at a time); DECODE_BLAS_KEYS otherwise (tuning off, a short cache,
-    rows the loop would copy). Forced tiles (``tuning.forced``) are for the tile kernels and do
-    not apply here."""
-    if ks.shape[-2] < DECODE_BLAS_KEYS or not tuning.enabled():
-        return DECODE_BLAS_KEYS
-    if not (layout.unit_rows(ks) and layout.unit_rows(vs)):
+def blas_from(keys: int, in_rows: bool, kernel: tuning.Kernel) -> int:
+    """Keys from which a decoding step whose rows see every key of a cache of ``keys`` keys
+    reads K and V through BLAS: measured on this processor (``kernel``'s choice) for a cache of
+    DECODE_BLAS_KEYS keys or more whose every unit's rows are contiguous (``in_rows``: a whole
+    array, or a view into a longer buffer, which the loop reads one unit at a time);
+    DECODE_BLAS_KEYS otherwise (tuning off, a short cache, rows the loop would copy). Forced
+    tiles (``tuning.forced``) are for the tile kernels and do not apply here."""
+    if keys < DECODE_BLAS_KEYS or not tuning.enabled() or not in_rows:
         return DECODE_BLAS_KEYS
     return tuning.choice(kernel).tiles.block_k
 

@@ -91,8 +91,8 @@ def fused_attention(
     strips=False: BLAS's matrix products on every tile, also where the strip kernel applies
     (the tuner measures the "fused" entry's tiles on those; the strip kernel's rows, "strips",
     with strips=True). blas_keys: a decoding step where every row sees every key reads K and V
-    through BLAS from this many keys up, through the compiled loop below them (``kernels/decode.py``;
-    default: ``decode_blas.blas_from``)."""
+    through BLAS from this many keys up, through the compiled loop below them
+    (``kernels/decode.py``; default: ``decode_blas.blas_from``)."""
     _, _, _, mask, causal, scale, temperature, softcap, bias, sinks = Problem(q, k, v, **rule)
     dtype, work = q.dtype, (np.float64 if q.dtype == np.float64 else np.float32)
     if not q.dtype == k.dtype == v.dtype == work:  # float16: float32
