@@ -5,10 +5,11 @@
                 products, attention, norms, RoPE, MLP, the cache's append)
     products    the packed weight products called from Python (``Packed.times``: the logits'
                 product; every product with --numpy-path)
-    attention   the ``qkv.attention`` calls made from Python (with --numpy-path: checks,
-                dispatch and the decoding kernel of every layer)
-    rest        the final norm, the generator, and with --numpy-path the norms, RoPE, the
-                cache, head reshapes and the MLP's activation
+    attention   the model's ``qkv.attention`` calls (with --numpy-path: checks, dispatch and
+                the decoding kernel of every layer; the compiled step's own calls to the
+                engine, where the loop does not apply, count in "layers")
+    rest        the embedding's row, the RoPE angles, the final norm, the generator, and with
+                --numpy-path the norms, RoPE, the cache, head reshapes and the activation
 
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE PYTHONPATH=src .venv/bin/python \\
         benchmarks/generation_breakdown.py [--prompt 32] [--new 64] [--runs 3] [--numpy-path]

@@ -10,15 +10,16 @@ pytest.importorskip("numba")
 
 from qkv import attention  # noqa: E402
 from qkv.cache import KVCache  # noqa: E402
-from qkv.kernels import compiled  # noqa: E402
+from qkv.kernels import compiled, decode, decode_blas  # noqa: E402
 from qkv.models import rope, token_step, token_step_jit  # noqa: E402
 
 PROMPT = "The capital of France is"
 
 
-def _prefilled(model, ids):
-    """One KVCache per layer holding the prompt's keys and values (the NumPy path)."""
-    caches = [KVCache(capacity=len(ids) + 4) for _ in range(model.n_layers)]
+def _prefilled(model, ids, room: int = 4):
+    """One KVCache per layer holding the prompt's keys and values (the NumPy path), with room
+    for ``room`` more positions before it grows."""
+    caches = [KVCache(capacity=len(ids) + room) for _ in range(model.n_layers)]
     model._forward(np.asarray([ids]), None, keep=set(), caches=caches)
     return caches
 
@@ -32,10 +33,16 @@ def _numpy_step(model, token, caches, start, monkeypatch):
     return hidden[0, 0]
 
 
-def test_a_token_step_equals_the_numpy_path_and_float64(smollm2, smollm2_64, monkeypatch):
+@pytest.mark.parametrize("long", [False, True], ids=["short", "long-growing"])
+def test_a_token_step_equals_the_numpy_path_and_float64(smollm2, smollm2_64, monkeypatch, long):
+    """long: a prompt of more than one block of the loop's keys (256), in caches without room
+    for the new token (the append grows them: the step reads the new buffers)."""
     ids, _ = smollm2.encode(PROMPT)
+    room = 4
+    if long:
+        ids, room = (ids * 60)[:300], 0
     token, start = 5, len(ids)
-    ours, theirs = _prefilled(smollm2, ids), _prefilled(smollm2, ids)
+    ours, theirs = _prefilled(smollm2, ids, room), _prefilled(smollm2, ids, room)
     cos, sin = rope.cos_sin([start], smollm2.d_head, base=smollm2.rope_base, dtype=np.float32)
     x = smollm2.E_token[token].copy()
     row = token_step.step(smollm2.blocks, x, ours, cos[0], sin[0], eps=smollm2.eps)
@@ -49,7 +56,7 @@ def test_a_token_step_equals_the_numpy_path_and_float64(smollm2, smollm2_64, mon
         assert a.length == b.length == start + 1
         np.testing.assert_allclose(a.k, b.k, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(a.v, b.v, rtol=1e-5, atol=1e-5)
-    exact = _numpy_step(smollm2_64, token, _prefilled(smollm2_64, ids), start, monkeypatch)
+    exact = _numpy_step(smollm2_64, token, _prefilled(smollm2_64, ids, room), start, monkeypatch)
     np.testing.assert_allclose(got, exact, rtol=1e-5, atol=2e-4)  # the codes: the same weights
     assert np.abs(got - exact).max() < np.abs(want - exact).max() * 2 + 1e-4  # no worse than NumPy
 
@@ -74,24 +81,29 @@ def test_a_replaced_matrix_is_multiplied_as_it_now_is(smollm2, monkeypatch):
     """A matrix replaced since loading has no codes: the step does not apply (the caches are
     left as they were) and the NumPy path multiplies the new matrix."""
     ids, _ = smollm2.encode(PROMPT)
+    start, token = len(ids), 7
+    before = smollm2._forward(np.asarray([[token]]), None, keep=set(),
+                              caches=_prefilled(smollm2, ids), start=start)[0]  # fmt: skip
     blk = smollm2.blocks[3]
-    monkeypatch.setattr(blk, "W_O", np.zeros_like(blk.W_O))  # layer 3's heads write nothing
+    monkeypatch.setattr(blk, "W_O", blk.W_O * np.float32(0.5))  # a new array: no codes
     caches = _prefilled(smollm2, ids)
-    cos, sin = rope.cos_sin([len(ids)], smollm2.d_head, base=smollm2.rope_base, dtype=np.float32)
-    x = smollm2.E_token[7].copy()
+    cos, sin = rope.cos_sin([start], smollm2.d_head, base=smollm2.rope_base, dtype=np.float32)
+    x = smollm2.E_token[token].copy()
     assert token_step.step(smollm2.blocks, x, caches, cos[0], sin[0], eps=smollm2.eps) is None
-    assert all(c.length == len(ids) for c in caches)
-    np.testing.assert_array_equal(x, smollm2.E_token[7])
-    after = [g.id for g in smollm2.generate(PROMPT, 3)]
-    monkeypatch.setattr(token_step, "step", lambda *args, **kwargs: None)
-    assert [g.id for g in smollm2.generate(PROMPT, 3)] == after
+    assert all(c.length == start for c in caches)
+    np.testing.assert_array_equal(x, smollm2.E_token[token])
+    after = smollm2._forward(np.asarray([[token]]), None, keep=set(), caches=caches, start=start)[0]
+    want = _numpy_step(smollm2, token, _prefilled(smollm2, ids), start, monkeypatch)
+    np.testing.assert_array_equal(after[0, 0], want)  # the NumPy path, with the new matrix
+    assert np.abs(after - before).max() > 1e-2  # which changed the numbers
 
 
-@pytest.mark.parametrize("why", ["unanswered", "shared"])
+@pytest.mark.parametrize("why", ["unanswered", "blas", "shared"])
 def test_the_engine_attends_where_the_loop_should_not(smollm2, monkeypatch, why):
     """qkv.attention takes a layer's attention when ``attend`` reports a z it cannot vouch for
-    ("unanswered", forced here), or when the cache is long enough for the engine to share its
-    K/V heads among workers ("shared", the bound lowered here): the loop's numbers either way."""
+    ("unanswered", forced here), or where the engine would not run the loop on the calling
+    thread: BLAS from as many keys as measured ("blas", from 1 key here), or a cache long
+    enough to share among workers ("shared", the bound lowered here). The same numbers."""
     ids, _ = smollm2.encode(PROMPT)
     cos, sin = rope.cos_sin([len(ids)], smollm2.d_head, base=smollm2.rope_base, dtype=np.float32)
     x = smollm2.E_token[9].copy()
@@ -105,20 +117,23 @@ def test_the_engine_attends_where_the_loop_should_not(smollm2, monkeypatch, why)
         return attention(*args, **kwargs)
 
     monkeypatch.setattr(token_step, "attention", engine)
+    bound = 3 * (len(ids) + 1) * 2 * 64  # K/V heads × keys × (d_k + d_v) of this step
     if why == "unanswered":
         monkeypatch.setattr(token_step_jit, "attend", lambda *args: False)
+    elif why == "blas":
+        monkeypatch.setattr(decode_blas, "blas_from", lambda *args: 1)
     else:
-        monkeypatch.setattr(token_step, "PARALLEL_MIN", 3 * (len(ids) + 1) * 2 * 64)
-        monkeypatch.setattr(token_step, "default_workers", lambda: 2)
+        monkeypatch.setattr(decode, "PARALLEL_MIN", bound)
+        monkeypatch.setattr(decode, "default_workers", lambda: 2)
     x = smollm2.E_token[9].copy()
     got = token_step.step(
         smollm2.blocks, x, _prefilled(smollm2, ids), cos[0], sin[0], eps=smollm2.eps
     )
     assert len(asked) == smollm2.n_layers
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
-    if why == "shared":  # the bound one key further: the loop
+    if why == "shared":  # the bound one key further: the loop, here
         asked.clear()
-        monkeypatch.setattr(token_step, "PARALLEL_MIN", 3 * (len(ids) + 2) * 2 * 64)
+        monkeypatch.setattr(decode, "PARALLEL_MIN", bound + 1)
         token_step.step(
             smollm2.blocks, x, _prefilled(smollm2, ids), cos[0], sin[0], eps=smollm2.eps
         )
@@ -150,7 +165,7 @@ def test_the_compiled_rms_norm_is_the_formula_in_float64(rng):
     x = (rng.standard_normal(576) * 30).astype(np.float32)
     gain = rng.standard_normal(576).astype(np.float32)
     out = np.empty(576, np.float32)
-    token_step_jit.rms_norm(x, gain, 1e-5, out)
+    token_step_jit.rms_norm_into(x, gain, 1e-5, out)
     x64 = x.astype(np.float64)
     want = x64 / np.sqrt(np.mean(x64 * x64) + 1e-5) * gain
     np.testing.assert_allclose(out, want, rtol=2e-6, atol=1e-6)

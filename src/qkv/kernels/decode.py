@@ -56,9 +56,8 @@ def decoding(q4, k4, v4, mask, causal, factor, *, groups, work, workers, blas_ke
     # longer buffer): the loop reads them in place, and the tuner's choice applies
     in_rows = layout.unit_rows(ks) and layout.unit_rows(vs)
     # every row sees every key (no mask; causal hides nothing): BLAS may read K and V
-    blas = mask is None and (causal is None or offset + 1 >= S)
-    if blas:  # from how many keys (a short cache: the loop)
-        blas = S >= (blas_keys or decode_blas.blas_from(S, in_rows, kernel))
+    sees_all = mask is None and (causal is None or offset + 1 >= S)
+    blas, workers = route(U, S, d_k + d_v, sees_all, in_rows, blas_keys, kernel, workers)
     # the loop's dot products vectorise on contiguous rows only: a cache's view is read one
     # unit at a time, other strides are copied
     per_unit = not blas and not (ks.flags.c_contiguous and vs.flags.c_contiguous)
@@ -66,11 +65,6 @@ def decoding(q4, k4, v4, mask, causal, factor, *, groups, work, workers, blas_ke
         ks, vs, per_unit = np.ascontiguousarray(ks), np.ascontiguousarray(vs), False
     if not blas:
         ks, vs = compiled.read_only(ks), compiled.read_only(vs)
-    if workers is None:
-        # BLAS threads its own matrix-vector products: one caller beats a worker per CPU with
-        # BLAS on one thread each (two cores, 12 heads × 16,384 keys: 4.4 against 5.4 ms)
-        small = U * S * (d_k + d_v) < PARALLEL_MIN
-        workers = 1 if blas or small else default_workers()
     step = -(-U // workers)
     chunks = [(u0, min(u0 + step, U)) for u0 in range(0, U, step)]
     loop = compiled.kernels()["decode"]
@@ -99,6 +93,21 @@ def decoding(q4, k4, v4, mask, causal, factor, *, groups, work, workers, blas_ke
     else:
         finite = all(spread(run, chunks, len(chunks)))
     return out.reshape(*batch, G * r, L, d_v), finite
+
+
+def route(units, keys, width, sees_all, in_rows, blas_keys, kernel, workers) -> tuple[bool, int]:
+    """(through BLAS, workers) for a decoding step of ``units`` K/V heads over ``keys`` keys,
+    ``width`` = d_k + d_v: BLAS when every row sees every key (``sees_all``) of a cache of at
+    least ``blas_keys`` keys (None: as ``decode_blas.blas_from`` says for rows ``in_rows``);
+    else the loop, on one thread below PARALLEL_MIN key·feature reads and on a worker per CPU
+    from there (``workers`` None; else as given)."""
+    blas = sees_all and keys >= (blas_keys or decode_blas.blas_from(keys, in_rows, kernel))
+    if workers is None:
+        # BLAS threads its own matrix-vector products: one caller beats a worker per CPU with
+        # BLAS on one thread each (two cores, 12 heads × 16,384 keys: 4.4 against 5.4 ms)
+        small = units * keys * width < PARALLEL_MIN
+        workers = 1 if blas or small else default_workers()
+    return blas, workers
 
 
 def _expanded(a, shape):

@@ -14,9 +14,9 @@ It applies to a step of one token in float32, with numba, when every block's fiv
 multiplied by their Q4_1 codes (none replaced since the model was loaded) and no trace is kept;
 ``step`` returns None otherwise, and the model takes its NumPy path. A row the decoding loop
 cannot answer (a +inf score, a row without weight) goes to ``qkv.attention``, whose reference
-decides, as on the NumPy path; so does a cache long enough for the engine to share its K/V
-heads among its workers (``kernels/decode.py``'s ``PARALLEL_MIN``), which ``attend`` would read
-on one thread.
+decides, as on the NumPy path; so does a step the engine would not give to the loop on the
+calling thread (``kernels/decode.py``'s ``route``: BLAS from as many keys as the tuner measured
+on this processor, or the loop on a worker per CPU for a long cache).
 """
 
 from __future__ import annotations
@@ -25,10 +25,8 @@ import numpy as np
 
 from qkv.attention import attention
 from qkv.cache import KVCache
-from qkv.kernels import compiled
-from qkv.kernels.decode import PARALLEL_MIN
-from qkv.kernels.fused import LOG2E, available
-from qkv.kernels.threads import default_workers
+from qkv.kernels import compiled, decode
+from qkv.kernels.fused import DECODE, LOG2E, available
 
 
 def step(blocks, x: np.ndarray, caches: list[KVCache], cos, sin, *, eps: float):
@@ -38,8 +36,8 @@ def step(blocks, x: np.ndarray, caches: list[KVCache], cos, sin, *, eps: float):
     the step does not apply (see the module's docstring)."""
     if x.dtype != np.float32 or not available():
         return None
-    layers = [_tables(blk) for blk in blocks]
-    if any(t is None for t in layers) or not all(_numpy_cache(c) for c in caches):
+    tables = [_tables(blk) for blk in blocks]
+    if any(t is None for t in tables) or not all(_numpy_cache(c) for c in caches):
         return None
     from qkv.models import token_step_jit as jit
 
@@ -53,14 +51,18 @@ def step(blocks, x: np.ndarray, caches: list[KVCache], cos, sin, *, eps: float):
     rows, z = (np.empty((G, H // G, d), np.float32) for _ in range(2))
     gate, up = (np.empty(d_mlp, np.float32) for _ in range(2))
     factor = np.float32(LOG2E / np.sqrt(d))  # scale 1/√d_head, in log₂ units
-    workers = default_workers()
-    for blk, (W_QKV, W_O, W_gate, W_up, W_down), cache in zip(blocks, layers, caches, strict=True):
+    for blk, (W_QKV, W_O, W_gate, W_up, W_down), cache in zip(blocks, tables, caches, strict=True):
         jit.before_attention(x, blk.attn_norm, eps, W_QKV, cos, sin, h, y, q, k, v)
         cache.update(k[None, :, None, :], v[None, :, None, :])  # (1, G, 1, d) each
         k_buf, v_buf = cache.buffers
-        shared = workers > 1 and G * cache.length * 2 * d >= PARALLEL_MIN  # as the engine shares it
-        if shared or not jit.attend(
-            q, k_buf[0], v_buf[0], cache.length, factor, compiled.NO_MASK, rows, z
+        # the engine's own choice for this step: BLAS, or the loop on its workers, or here
+        blas, workers = decode.route(G, cache.length, 2 * d, True, True, None, DECODE, None)
+        if (
+            blas
+            or workers > 1
+            or not jit.attend(
+                q, k_buf[0], v_buf[0], cache.length, factor, compiled.NO_MASK, rows, z
+            )
         ):
             z[:] = attention(q[None, :, None, :], cache.k, cache.v, causal=True).reshape(z.shape)
         jit.after_attention(

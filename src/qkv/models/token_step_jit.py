@@ -25,7 +25,7 @@ from qkv.models.quantized_jit import times4
 
 
 @numba.njit(**OPTS)
-def rms_norm(x, gain, eps, out):
+def rms_norm_into(x, gain, eps, out):
     """out = x / √(mean(x²) + eps) · gain for one row x (n,)."""
     total = 0.0
     for i in range(x.size):
@@ -37,11 +37,11 @@ def rms_norm(x, gain, eps, out):
 
 @numba.njit(**OPTS)
 def before_attention(x, gain, eps, qkv, cos, sin, h, y, q, k, v):
-    """From the residual stream x (d_model,): h = RMSNorm(x)·gain (written), y = h·W_QKV
+    """From the residual stream x (d_model,): h = RMSNorm(x) (gain included; written), y = h·W_QKV
     (qkv: W_QKV's Q4_1 codes, scale, low; y (H + 2G)·d_head, written), q (H, d) and k (G, d)
     rotated by cos, sin (d/2,) in the half-split form, v (G, d)."""
     full_width()
-    rms_norm(x, gain, eps, h)
+    rms_norm_into(x, gain, eps, h)
     times4(qkv[0], qkv[1], qkv[2], h, y)
     H, d = q.shape
     G = k.shape[0]
@@ -79,12 +79,13 @@ def attend(q, k_buf, v_buf, S, factor, no_mask, rows, z):
 
 @numba.njit(**OPTS)
 def after_attention(x, z, W_O, gain, eps, W_gate, W_up, W_down, h, gate, up, y):
-    """x += z·W_O, then x += (silu(h·W_gate) ⊙ h·W_up)·W_down with h = RMSNorm(x)·gain; each
-    W as its Q4_1 (codes, scale, low); h, gate, up (d_mlp,) and y (d_model,) scratch."""
+    """x += z·W_O, then x += (silu(h·W_gate) ⊙ h·W_up)·W_down with h = RMSNorm(x) (gain
+    included); each W as its Q4_1 (codes, scale, low); h, y (d_model,) and gate, up (d_mlp,)
+    scratch."""
     full_width()
     times4(W_O[0], W_O[1], W_O[2], z.reshape(z.size), y)
     x += y
-    rms_norm(x, gain, eps, h)
+    rms_norm_into(x, gain, eps, h)
     times4(W_gate[0], W_gate[1], W_gate[2], h, gate)
     times4(W_up[0], W_up[1], W_up[2], h, up)
     for i in range(gate.size):  # silu(g) = g·σ(g), σ(g) = ½(1 + tanh(g/2))
