@@ -41,6 +41,28 @@ def test_cache_with_a_capacity_writes_into_one_buffer(rng):
         qkv.KVCache(capacity=0)
 
 
+def test_positions_written_in_place_count_as_cached_and_survive_growth(rng):
+    cache = qkv.KVCache(capacity=3)
+    with pytest.raises(ValueError, match="needs a cache that holds a first chunk"):
+        cache.append_in_place(1)
+    first = rng.normal(size=(2, 3, 2, 4))
+    cache.update(first, -first)
+    want = [first]
+    for _ in range(3):  # the second append outgrows the capacity of 3
+        k_buf, v_buf = cache.append_in_place(1)
+        new = rng.normal(size=(2, 3, 1, 4))
+        k_buf[..., len(cache) - 1 : len(cache), :] = new
+        v_buf[..., len(cache) - 1 : len(cache), :] = -new
+        want.append(new)
+    assert len(cache) == 5 and cache.buffers[0].shape[-2] >= 5
+    assert np.array_equal(cache.k, np.concatenate(want, axis=-2)) and np.array_equal(
+        cache.v, -cache.k
+    )
+    with pytest.raises(ValueError, match="t must be a positive integer, got 0"):
+        cache.append_in_place(0)
+    assert len(cache) == 5
+
+
 def test_cache_refuses_a_changed_shape(rng):
     cache = qkv.KVCache()
     cache.update(np.zeros((2, 3, 4)), np.zeros((2, 3, 4)))

@@ -2,10 +2,11 @@
 
 A decoding step multiplies one row by every weight matrix (by their GGUF codes,
 ``models/quantized.py``) and attends over the KV cache: little arithmetic per NumPy call, so
-through NumPy most of a short prompt's token is the Python between the calls (norms, RoPE,
-head reshapes, the activation, the products' wrappers, the attention call's checks). Here each
-layer is ``token_step_jit.before_attention`` (RMSNorm, the Q/K/V product, RoPE), the cache's
-append (``KVCache.update``, as on the NumPy path), ``attend`` (the decoding loop of
+through NumPy more than a third of a short prompt's token is the Python between the calls
+(norms, RoPE, head reshapes, the activation, the products' wrappers, the attention call's
+checks). Here each
+layer is ``token_step_jit.before_attention`` (RMSNorm, the Q/K/V product, RoPE; k and v
+written into the cache's buffer, ``KVCache.append_in_place``), ``attend`` (the decoding loop of
 ``kernels/decode_jit.py``, reading the cache's buffer in place) and ``after_attention`` (W_O,
 the residuals, the MLP). The NumPy path (``SmolLM2._forward``) defines the numbers; this one
 agrees with it to float32 rounding (``tests/models/test_models_token_step.py``).
@@ -47,14 +48,15 @@ def step(blocks, x: np.ndarray, caches: list[KVCache], cos, sin, *, eps: float):
     d_mlp = first.W_gate.shape[1]
     h, y = np.empty(x.size, np.float32), np.empty((H + 2 * G) * d, np.float32)
     q = np.empty((H, d), np.float32)
-    k, v = (np.empty((G, d), np.float32) for _ in range(2))
     rows, z = (np.empty((G, H // G, d), np.float32) for _ in range(2))
     gate, up = (np.empty(d_mlp, np.float32) for _ in range(2))
     factor = np.float32(LOG2E / np.sqrt(d))  # scale 1/√d_head, in log₂ units
     for blk, (W_QKV, W_O, W_gate, W_up, W_down), cache in zip(blocks, tables, caches, strict=True):
-        jit.before_attention(x, blk.attn_norm, eps, W_QKV, cos, sin, h, y, q, k, v)
-        cache.update(k[None, :, None, :], v[None, :, None, :])  # (1, G, 1, d) each
-        k_buf, v_buf = cache.buffers
+        k_buf, v_buf = cache.append_in_place(1)  # (1, G, capacity, d) each
+        at = cache.length - 1  # this token's position, which before_attention writes
+        jit.before_attention(
+            x, blk.attn_norm, eps, W_QKV, cos, sin, h, y, q, k_buf[0], v_buf[0], at
+        )
         # the engine's own choice for this step: BLAS, or the loop on its workers, or here
         blas, workers = decode.route(G, cache.length, 2 * d, True, True, None, DECODE, None)
         if (

@@ -1,7 +1,8 @@
 """The compiled parts of ``models/token_step.py``: one token through a Llama-style block, in
-three calls around the KV cache's append.
+three calls.
 
-    before_attention   h = RMSNorm(x);  q, k, v = h·W_QKV;  q, k = rope(q), rope(k)
+    before_attention   h = RMSNorm(x);  q, k, v = h·W_QKV;  q, k = rope(q), rope(k); k and v
+                       written into the KV cache's buffers
     attend             z = attention(q, K, V) over the cache (the decoding loop of
                        ``kernels/decode_jit.py``, one K/V head and its query heads at a time)
     after_attention    x += z·W_O;  x += SwiGLU(RMSNorm(x))
@@ -36,25 +37,26 @@ def rms_norm_into(x, gain, eps, out):
 
 
 @numba.njit(**OPTS)
-def before_attention(x, gain, eps, qkv, cos, sin, h, y, q, k, v):
-    """From the residual stream x (d_model,): h = RMSNorm(x) (gain included; written), y = h·W_QKV
-    (qkv: W_QKV's Q4_1 codes, scale, low; y (H + 2G)·d_head, written), q (H, d) and k (G, d)
-    rotated by cos, sin (d/2,) in the half-split form, v (G, d)."""
+def before_attention(x, gain, eps, qkv, cos, sin, h, y, q, k_buf, v_buf, at):
+    """From the residual stream x (d_model,): h = RMSNorm(x) (gain included; written), y =
+    h·W_QKV (qkv: W_QKV's Q4_1 codes, scale, low; y (H + 2G)·d_head, written), q (H, d)
+    rotated by cos, sin (d/2,) in the half-split form, and the token's k (rotated) and v
+    written at position ``at`` of a cache's buffers k_buf, v_buf (G, capacity, d)."""
     full_width()
     rms_norm_into(x, gain, eps, h)
     times4(qkv[0], qkv[1], qkv[2], h, y)
     H, d = q.shape
-    G = k.shape[0]
+    G = k_buf.shape[0]
     half = d // 2
     for head in range(H + G):
         row = y[head * d : (head + 1) * d]
-        out = q[head] if head < H else k[head - H]
+        out = q[head] if head < H else k_buf[head - H, at]
         for i in range(half):
             a, b = row[i], row[half + i]
             out[i] = a * cos[i] - b * sin[i]
             out[half + i] = b * cos[i] + a * sin[i]
     for g in range(G):
-        v[g, :] = y[(H + G + g) * d : (H + G + g + 1) * d]
+        v_buf[g, at, :] = y[(H + G + g) * d : (H + G + g + 1) * d]
 
 
 @numba.njit(**OPTS)
