@@ -44,23 +44,31 @@ def test_cache_with_a_capacity_writes_into_one_buffer(rng):
 def test_positions_written_in_place_count_as_cached_and_survive_growth(rng):
     cache = qkv.KVCache(capacity=3)
     with pytest.raises(ValueError, match="needs a cache that holds a first chunk"):
-        cache.append_in_place(1)
+        cache.append_in_place(1, lambda k, v, at: None)
     first = rng.normal(size=(2, 3, 2, 4))
     cache.update(first, -first)
     want = [first]
     for _ in range(3):  # the second append outgrows the capacity of 3
-        k_buf, v_buf = cache.append_in_place(1)
         new = rng.normal(size=(2, 3, 1, 4))
-        k_buf[..., len(cache) - 1 : len(cache), :] = new
-        v_buf[..., len(cache) - 1 : len(cache), :] = -new
+
+        def write(k_buf, v_buf, at, new=new):
+            k_buf[..., at : at + 1, :], v_buf[..., at : at + 1, :] = new, -new
+
+        cache.append_in_place(1, write)
         want.append(new)
     assert len(cache) == 5 and cache.buffers[0].shape[-2] >= 5
-    assert np.array_equal(cache.k, np.concatenate(want, axis=-2)) and np.array_equal(
-        cache.v, -cache.k
-    )
+    assert np.array_equal(cache.k, np.concatenate(want, axis=-2))
+    assert np.array_equal(cache.v, -cache.k)
+
+    def fails(k_buf, v_buf, at):
+        k_buf[..., at, :] = np.nan  # written, then refused: not counted
+        raise RuntimeError("no")
+
+    with pytest.raises(RuntimeError):
+        cache.append_in_place(1, fails)
     with pytest.raises(ValueError, match="t must be a positive integer, got 0"):
-        cache.append_in_place(0)
-    assert len(cache) == 5
+        cache.append_in_place(0, write)
+    assert len(cache) == 5 and np.array_equal(cache.k, np.concatenate(want, axis=-2))
 
 
 def test_cache_refuses_a_changed_shape(rng):

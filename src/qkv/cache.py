@@ -43,7 +43,7 @@ class KVCache:
 
     @property
     def buffers(self):
-        """(k, v) buffers behind ``k`` and ``v``: (..., heads, capacity, d) each, whose first
+        """(k, v) buffers behind ``k`` and ``v``: (..., heads, room, d) each, whose first
         ``length`` positions are the cache (the rest is unused and may hold anything); (None,
         None) before the first update. For a kernel that reads the cache in place."""
         return self._k, self._v
@@ -63,18 +63,19 @@ class KVCache:
         self._k, self._v, self.length = grown_k, grown_v, n + t
         return self.k, self.v
 
-    def append_in_place(self, t: int):
-        """Count t more positions as cached, whose keys and values the caller writes into
-        ``buffers`` itself (positions length … length + t − 1 as they were before the call),
-        making room first as ``update`` does; returns the buffers. For a kernel that computes
-        a step's k and v straight into the cache. Needs a first ``update`` (the buffers'
-        library, dtype and shape come from it)."""
+    def append_in_place(self, t: int, write):
+        """Append t positions whose keys and values ``write(k_buffer, v_buffer, n)`` puts into
+        the buffers itself, at positions n … n + t − 1 (n = ``length`` before the call), after
+        room is made as ``update`` makes it; they count as cached once ``write`` returns (if it
+        raises, the cache keeps its length). For a kernel that computes a step's k and v
+        straight into the cache. Needs a first ``update`` (the buffers' library, dtype and
+        shape come from it)."""
         t = checks.positive_int("t", t)
         if self._k is None:
             raise ValueError("append_in_place needs a cache that holds a first chunk: update first")
         self._k, self._v = self._grown(self._k, self._k, t), self._grown(self._v, self._v, t)
+        write(self._k, self._v, self.length)
         self.length += t
-        return self._k, self._v
 
     def _check(self, k, v):
         for name, a in (("k", k), ("v", v)):

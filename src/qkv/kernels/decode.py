@@ -57,7 +57,10 @@ def decoding(q4, k4, v4, mask, causal, factor, *, groups, work, workers, blas_ke
     in_rows = layout.unit_rows(ks) and layout.unit_rows(vs)
     # every row sees every key (no mask; causal hides nothing): BLAS may read K and V
     sees_all = mask is None and (causal is None or offset + 1 >= S)
-    blas, workers = route(U, S, d_k + d_v, sees_all, in_rows, blas_keys, kernel, workers)
+    blas, workers = route(
+        U, S, d_k + d_v, sees_all=sees_all, in_rows=in_rows, blas_keys=blas_keys, kernel=kernel,
+        workers=workers,
+    )  # fmt: skip
     # the loop's dot products vectorise on contiguous rows only: a cache's view is read one
     # unit at a time, other strides are copied
     per_unit = not blas and not (ks.flags.c_contiguous and vs.flags.c_contiguous)
@@ -95,12 +98,15 @@ def decoding(q4, k4, v4, mask, causal, factor, *, groups, work, workers, blas_ke
     return out.reshape(*batch, G * r, L, d_v), finite
 
 
-def route(units, keys, width, sees_all, in_rows, blas_keys, kernel, workers) -> tuple[bool, int]:
+def route(
+    units, keys, width, *, sees_all, in_rows, blas_keys, kernel, workers
+) -> tuple[bool, int]:  # fmt: skip
     """(through BLAS, workers) for a decoding step of ``units`` K/V heads over ``keys`` keys,
-    ``width`` = d_k + d_v: BLAS when every row sees every key (``sees_all``) of a cache of at
-    least ``blas_keys`` keys (None: as ``decode_blas.blas_from`` says for rows ``in_rows``);
-    else the loop, on one thread below PARALLEL_MIN key·feature reads and on a worker per CPU
-    from there (``workers`` None; else as given)."""
+    ``width`` = d_k + d_v: BLAS, on the calling thread (BLAS threads its own products), when
+    every row sees every key (``sees_all``) of a cache of at least ``blas_keys`` keys (None: as
+    ``decode_blas.blas_from`` says for rows ``in_rows``); else the loop, on the calling thread
+    below PARALLEL_MIN key·feature reads and on a worker per CPU from there (``workers`` None;
+    else as given)."""
     blas = sees_all and keys >= (blas_keys or decode_blas.blas_from(keys, in_rows, kernel))
     if workers is None:
         # BLAS threads its own matrix-vector products: one caller beats a worker per CPU with

@@ -55,7 +55,7 @@ class Packed:
         row = np.ascontiguousarray(x, dtype=np.float32).reshape(n_in)
         out = np.empty(n_out, np.float32)
         loops = _loops()
-        scale, low = self._tables
+        scale, low = self.tables
         if low is None:
             loops.times8(self.codes, scale, row, out)
         else:
@@ -63,8 +63,8 @@ class Packed:
         return out.reshape(*x.shape[:-1], n_out)
 
     @functools.cached_property
-    def _tables(self) -> tuple[np.ndarray, np.ndarray | None]:
-        """scale and low as the loops take them (``_bits``), made on the first product."""
+    def tables(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """scale and low as the compiled loops take them (``_bits``), made on first use."""
         return _bits(self.scale), None if self.low is None else _bits(self.low)
 
 

@@ -2,11 +2,11 @@
 
 A decoding step multiplies one row by every weight matrix (by their GGUF codes,
 ``models/quantized.py``) and attends over the KV cache: little arithmetic per NumPy call, so
-through NumPy more than a third of a short prompt's token is the Python between the calls
-(norms, RoPE, head reshapes, the activation, the products' wrappers, the attention call's
-checks). Here each
+through NumPy much of a short prompt's token is the Python between the calls (norms, RoPE,
+head reshapes, the activation, the products' wrappers, the attention call's checks:
+``benchmarks/generation_breakdown.py --numpy-path``). Here each
 layer is ``token_step_jit.before_attention`` (RMSNorm, the Q/K/V product, RoPE; k and v
-written into the cache's buffer, ``KVCache.append_in_place``), ``attend`` (the decoding loop of
+written into the cache's buffers, ``KVCache.append_in_place``), ``attend`` (the decoding loop of
 ``kernels/decode_jit.py``, reading the cache's buffer in place) and ``after_attention`` (W_O,
 the residuals, the MLP). The NumPy path (``SmolLM2._forward``) defines the numbers; this one
 agrees with it to float32 rounding (``tests/models/test_models_token_step.py``).
@@ -26,7 +26,8 @@ import numpy as np
 
 from qkv.attention import attention
 from qkv.cache import KVCache
-from qkv.kernels import compiled, decode
+from qkv.kernels import decode
+from qkv.kernels.compiled import NO_MASK
 from qkv.kernels.fused import DECODE, LOG2E, available
 
 
@@ -38,7 +39,7 @@ def step(blocks, x: np.ndarray, caches: list[KVCache], cos, sin, *, eps: float):
     if x.dtype != np.float32 or not available():
         return None
     tables = [_tables(blk) for blk in blocks]
-    if any(t is None for t in tables) or not all(_numpy_cache(c) for c in caches):
+    if any(t is None for t in tables) or not all(_numpy_cache(c, blocks[0]) for c in caches):
         return None
     from qkv.models import token_step_jit as jit
 
@@ -52,25 +53,34 @@ def step(blocks, x: np.ndarray, caches: list[KVCache], cos, sin, *, eps: float):
     gate, up = (np.empty(d_mlp, np.float32) for _ in range(2))
     factor = np.float32(LOG2E / np.sqrt(d))  # scale 1/√d_head, in log₂ units
     for blk, (W_QKV, W_O, W_gate, W_up, W_down), cache in zip(blocks, tables, caches, strict=True):
-        k_buf, v_buf = cache.append_in_place(1)  # (1, G, capacity, d) each
-        at = cache.length - 1  # this token's position, which before_attention writes
-        jit.before_attention(
-            x, blk.attn_norm, eps, W_QKV, cos, sin, h, y, q, k_buf[0], v_buf[0], at
-        )
+        # this token's k and v go straight into the cache's buffers (1, G, room, d)
+        cache.append_in_place(1, _writer(jit, x, blk, eps, W_QKV, cos, sin, h, y, q))
+        k_buf, v_buf = cache.buffers
         # the engine's own choice for this step: BLAS, or the loop on its workers, or here
-        blas, workers = decode.route(G, cache.length, 2 * d, True, True, None, DECODE, None)
-        if (
-            blas
-            or workers > 1
-            or not jit.attend(
-                q, k_buf[0], v_buf[0], cache.length, factor, compiled.NO_MASK, rows, z
-            )
-        ):
+        blas, workers = decode.route(
+            G, cache.length, 2 * d, sees_all=True, in_rows=True, blas_keys=None, kernel=DECODE,
+            workers=None,
+        )  # fmt: skip
+        here = not blas and workers == 1
+        S = cache.length
+        if not (here and jit.attend(q, k_buf[0], v_buf[0], S, factor, NO_MASK, rows, z)):
             z[:] = attention(q[None, :, None, :], cache.k, cache.v, causal=True).reshape(z.shape)
         jit.after_attention(
             x, z, W_O, blk.mlp_norm, eps, W_gate, W_up, W_down, h, gate, up, y[: x.size]
         )
     return x
+
+
+def _writer(jit, x, blk, eps, W_QKV, cos, sin, h, y, q):
+    """``write(k_buffer, v_buffer, at)`` for ``KVCache.append_in_place``: the block's
+    ``before_attention``, its k and v written at position ``at``."""
+
+    def write(k_buf, v_buf, at):
+        jit.before_attention(
+            x, blk.attn_norm, eps, W_QKV, cos, sin, h, y, q, k_buf[0], v_buf[0], at
+        )
+
+    return write
 
 
 def _tables(blk):
@@ -80,19 +90,25 @@ def _tables(blk):
     out = []
     for W in (blk.W_QKV, blk.W_O, blk.W_gate, blk.W_up, blk.W_down):
         found = blk.packed.get(id(W))
-        if found is None or found[0] is not W or found[1].low is None:
+        if found is None or found[0] is not W or found[1].low is None or found[1].shape != W.shape:
             return None
         packed = found[1]
-        scale, low = packed._tables
-        out.append((packed.codes, scale, low))
+        out.append((packed.codes, *packed.tables))
     return out
 
 
-def _numpy_cache(cache: KVCache) -> bool:
-    """Whether the cache holds float32 NumPy buffers of one sequence (batch 1) that the loop can
-    read in place."""
+def _numpy_cache(cache: KVCache, blk) -> bool:
+    """Whether the cache holds float32 NumPy buffers of one sequence (batch 1) with the block's
+    K/V heads and head size, which the compiled calls read and write in place."""
     k_buf, v_buf = cache.buffers
+    d = blk.W_O.shape[0] // blk.n_heads
     return all(
-        type(b) is np.ndarray and b.dtype == np.float32 and b.flags.c_contiguous and b.shape[0] == 1
+        type(b) is np.ndarray
+        and b.dtype == np.float32
+        and b.flags.c_contiguous
+        and b.ndim == 4
+        and b.shape[0] == 1
+        and b.shape[1] == blk.n_kv_heads
+        and b.shape[3] == d
         for b in (k_buf, v_buf)
     )
