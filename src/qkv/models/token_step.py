@@ -4,10 +4,10 @@ A decoding step multiplies one row by every weight matrix (by their GGUF codes,
 ``models/quantized.py``) and attends over the KV cache: little arithmetic per NumPy call, so
 through NumPy much of a short prompt's token is the Python between the calls (norms, RoPE,
 head reshapes, the activation, the products' wrappers, the attention call's checks:
-``benchmarks/generation_breakdown.py --numpy-path``). Here each
-layer is ``token_step_jit.before_attention`` (RMSNorm, the Q/K/V product, RoPE; k and v
-written into the cache's buffers, ``KVCache.append_in_place``), ``attend`` (the decoding loop of
-``kernels/decode_jit.py``, reading the cache's buffer in place) and ``after_attention`` (W_O,
+``benchmarks/generation_breakdown.py --numpy-path``). Here each layer is
+``token_step_jit.before_attention`` (RMSNorm, the Q/K/V product, RoPE; k and v written into
+the cache's buffers, ``KVCache.append_in_place``), ``attend`` (the decoding loop of
+``kernels/decode_jit.py``, reading the cache's buffers in place) and ``after_attention`` (W_O,
 the residuals, the MLP). The NumPy path (``SmolLM2._forward``) defines the numbers; this one
 agrees with it to float32 rounding (``tests/models/test_models_token_step.py``).
 

@@ -41,7 +41,7 @@ def before_attention(x, gain, eps, qkv, cos, sin, h, y, q, k_buf, v_buf, at):
     """From the residual stream x (d_model,): h = RMSNorm(x) (gain included; written), y =
     h·W_QKV (qkv: W_QKV's Q4_1 codes, scale, low; y (H + 2G)·d_head, written), q (H, d)
     rotated by cos, sin (d/2,) in the half-split form, and the token's k (rotated) and v
-    written at position ``at`` of a cache's buffers k_buf, v_buf (G, capacity, d)."""
+    written at position ``at`` of a cache's buffers k_buf, v_buf (G, room, d)."""
     full_width()
     rms_norm_into(x, gain, eps, h)
     times4(qkv[0], qkv[1], qkv[2], h, y)
@@ -62,7 +62,7 @@ def before_attention(x, gain, eps, qkv, cos, sin, h, y, q, k_buf, v_buf, at):
 @numba.njit(**OPTS)
 def attend(q, k_buf, v_buf, S, factor, no_mask, rows, z):
     """z (G, r, d_v) = the attention of the H = G·r query heads q (H, d) over the first S
-    positions of a cache's buffers k_buf (G, capacity, d), v_buf (G, capacity, d_v), each K/V
+    positions of a cache's buffers k_buf (G, room, d), v_buf (G, room, d_v), each K/V
     head's r query heads together (rows (G, r, d): scratch); factor = scale·log₂e. Positions
     from S on are never read. Returns whether every z is finite (a row the loop cannot answer
     is NaN, for the engine to decide)."""
