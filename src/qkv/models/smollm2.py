@@ -56,10 +56,33 @@ class Block:
     n_kv_heads: int
     # id(W) -> (W, the same weights as GGUF codes): one-token steps multiply these
     packed: dict = field(default_factory=dict)
+    # (the five matrices, their step_tables()) as last found, while they are the same objects
+    _tables: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def times(self, x, W):
         """x·W for one of this block's matrices (``quantized.product``)."""
         return quantized.product(x, W, self.packed)
+
+    def step_tables(self) -> list | None:
+        """W_QKV, W_O, W_gate, W_up, W_down as (Q4_1 codes, scale, low) each, as
+        ``quantized_jit.times4`` and the compiled token step take them; None if one is not
+        multiplied by Q4_1 codes (no numba, another quantization, or a matrix replaced since
+        loading). Found again only when a matrix is replaced."""
+        matrices = (self.W_QKV, self.W_O, self.W_gate, self.W_up, self.W_down)
+        kept = self._tables
+        if kept is not None and all(a is b for a, b in zip(kept[0], matrices, strict=True)):
+            return kept[1]
+        found = [self._codes_of(W) for W in matrices]
+        tables = None if any(t is None for t in found) else found
+        self._tables = (matrices, tables)
+        return tables
+
+    def _codes_of(self, W) -> tuple | None:
+        """W's (Q4_1 codes, scale, low), or None where W is not multiplied by Q4_1 codes."""
+        found = self.packed.get(id(W))
+        if found is None or found[0] is not W or found[1].low is None or found[1].shape != W.shape:
+            return None
+        return (found[1].codes, *found[1].tables)
 
     def _head_projections(self, start: int, count: int) -> np.ndarray:
         """Columns of W_QKV as (count, d_model, d_head) per-head projection matrices."""

@@ -12,7 +12,8 @@ the residuals, the MLP). The NumPy path (``SmolLM2._forward``) defines the numbe
 agrees with it to float32 rounding (``tests/models/test_models_token_step.py``).
 
 It applies to a step of one token in float32, with numba, when every block's five matrices are
-multiplied by their Q4_1 codes (none replaced since the model was loaded) and no trace is kept;
+multiplied by their Q4_1 codes (``Block.step_tables``: none replaced since the model was
+loaded) and no trace is kept;
 ``step`` returns None otherwise, and the model takes its NumPy path. A row the decoding loop
 cannot answer (a +inf score, a row without weight) goes to ``qkv.attention``, whose reference
 decides, as on the NumPy path; so does a step the engine would not give to the loop on the
@@ -38,14 +39,14 @@ def step(blocks, x: np.ndarray, caches: list[KVCache], cos, sin, *, eps: float):
     the step does not apply (see the module's docstring)."""
     if x.dtype != np.float32 or not available():
         return None
-    tables = [_tables(blk) for blk in blocks]
-    if any(t is None for t in tables) or not all(_numpy_cache(c, blocks[0]) for c in caches):
-        return None
-    from qkv.models import token_step_jit as jit
-
     first = blocks[0]
     H, G = first.n_heads, first.n_kv_heads
     d = first.W_O.shape[0] // H
+    tables = [blk.step_tables() for blk in blocks]
+    if any(t is None for t in tables) or not all(_numpy_cache(c, G, d) for c in caches):
+        return None
+    from qkv.models import token_step_jit as jit
+
     d_mlp = first.W_gate.shape[1]
     h, y = np.empty(x.size, np.float32), np.empty((H + 2 * G) * d, np.float32)
     q = np.empty((H, d), np.float32)
@@ -83,32 +84,18 @@ def _writer(jit, x, blk, eps, W_QKV, cos, sin, h, y, q):
     return write
 
 
-def _tables(blk):
-    """The block's W_QKV, W_O, W_gate, W_up, W_down as (Q4_1 codes, scale, low) each, as
-    ``quantized_jit.times4`` takes them; None if one is not multiplied by Q4_1 codes (no numba,
-    another quantization, or a matrix replaced since loading)."""
-    out = []
-    for W in (blk.W_QKV, blk.W_O, blk.W_gate, blk.W_up, blk.W_down):
-        found = blk.packed.get(id(W))
-        if found is None or found[0] is not W or found[1].low is None or found[1].shape != W.shape:
-            return None
-        packed = found[1]
-        out.append((packed.codes, *packed.tables))
-    return out
-
-
-def _numpy_cache(cache: KVCache, blk) -> bool:
-    """Whether the cache holds float32 NumPy buffers of one sequence (batch 1) with the block's
-    K/V heads and head size, which the compiled calls read and write in place."""
-    k_buf, v_buf = cache.buffers
-    d = blk.W_O.shape[0] // blk.n_heads
-    return all(
-        type(b) is np.ndarray
-        and b.dtype == np.float32
-        and b.flags.c_contiguous
-        and b.ndim == 4
-        and b.shape[0] == 1
-        and b.shape[1] == blk.n_kv_heads
-        and b.shape[3] == d
-        for b in (k_buf, v_buf)
-    )
+def _numpy_cache(cache: KVCache, G: int, d: int) -> bool:
+    """Whether the cache holds float32 NumPy buffers (1, G, room, d) of one sequence, which the
+    compiled calls read and write in place."""
+    for b in cache.buffers:
+        if not (
+            type(b) is np.ndarray
+            and b.dtype == np.float32
+            and b.flags.c_contiguous
+            and b.ndim == 4
+            and b.shape[0] == 1
+            and b.shape[1] == G
+            and b.shape[3] == d
+        ):
+            return False
+    return True
