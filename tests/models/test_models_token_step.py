@@ -24,6 +24,12 @@ def _prefilled(model, ids, room: int = 4):
     return caches
 
 
+def _compiled_step(model, x, caches, start):
+    """token_step.step for the token whose embedding x is, at position ``start``."""
+    cos, sin = rope.cos_sin([start], model.d_head, base=model.rope_base, dtype=np.float32)
+    return token_step.step(model.blocks, x, caches, cos[0], sin[0], eps=model.eps)
+
+
 def _numpy_step(model, token, caches, start, monkeypatch):
     """The hidden state (d_model,) after one token by the model's NumPy path."""
     with monkeypatch.context() as m:
@@ -43,9 +49,8 @@ def test_a_token_step_equals_the_numpy_path_and_float64(smollm2, smollm2_64, mon
         ids, room = (ids * 60)[:300], 0
     token, start = 5, len(ids)
     ours, theirs = _prefilled(smollm2, ids, room), _prefilled(smollm2, ids, room)
-    cos, sin = rope.cos_sin([start], smollm2.d_head, base=smollm2.rope_base, dtype=np.float32)
     x = smollm2.E_token[token].copy()
-    row = token_step.step(smollm2.blocks, x, ours, cos[0], sin[0], eps=smollm2.eps)
+    row = _compiled_step(smollm2, x, ours, start)
     assert row is x  # it applied, and updated the embedding's copy in place
     want = _numpy_step(smollm2, token, theirs, start, monkeypatch)
     from qkv.layers import rms_norm
@@ -87,9 +92,8 @@ def test_a_replaced_matrix_is_multiplied_as_it_now_is(smollm2, monkeypatch):
     blk = smollm2.blocks[3]
     monkeypatch.setattr(blk, "W_O", blk.W_O * np.float32(0.5))  # a new array: no codes
     caches = _prefilled(smollm2, ids)
-    cos, sin = rope.cos_sin([start], smollm2.d_head, base=smollm2.rope_base, dtype=np.float32)
     x = smollm2.E_token[token].copy()
-    assert token_step.step(smollm2.blocks, x, caches, cos[0], sin[0], eps=smollm2.eps) is None
+    assert _compiled_step(smollm2, x, caches, start) is None
     assert all(c.length == start for c in caches)
     np.testing.assert_array_equal(x, smollm2.E_token[token])
     after = smollm2._forward(np.asarray([[token]]), None, keep=set(), caches=caches, start=start)[0]
@@ -105,11 +109,8 @@ def test_the_engine_attends_where_the_loop_should_not(smollm2, monkeypatch, why)
     thread: BLAS from as many keys as measured ("blas", from 1 key here), or a cache long
     enough to share among workers ("shared", the bound lowered here). The same numbers."""
     ids, _ = smollm2.encode(PROMPT)
-    cos, sin = rope.cos_sin([len(ids)], smollm2.d_head, base=smollm2.rope_base, dtype=np.float32)
     x = smollm2.E_token[9].copy()
-    want = token_step.step(
-        smollm2.blocks, x, _prefilled(smollm2, ids), cos[0], sin[0], eps=smollm2.eps
-    ).copy()
+    want = _compiled_step(smollm2, x, _prefilled(smollm2, ids), len(ids)).copy()
     asked = []
 
     def engine(*args, **kwargs):
@@ -126,17 +127,13 @@ def test_the_engine_attends_where_the_loop_should_not(smollm2, monkeypatch, why)
         monkeypatch.setattr(decode, "PARALLEL_MIN", bound)
         monkeypatch.setattr(decode, "default_workers", lambda: 2)
     x = smollm2.E_token[9].copy()
-    got = token_step.step(
-        smollm2.blocks, x, _prefilled(smollm2, ids), cos[0], sin[0], eps=smollm2.eps
-    )
+    got = _compiled_step(smollm2, x, _prefilled(smollm2, ids), len(ids))
     assert len(asked) == smollm2.n_layers
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
     if why == "shared":  # the bound one key further: the loop, here
         asked.clear()
         monkeypatch.setattr(decode, "PARALLEL_MIN", bound + 1)
-        token_step.step(
-            smollm2.blocks, x, _prefilled(smollm2, ids), cos[0], sin[0], eps=smollm2.eps
-        )
+        _compiled_step(smollm2, x, _prefilled(smollm2, ids), len(ids))
         assert asked == []
 
 
